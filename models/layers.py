@@ -1,0 +1,84 @@
+"""Small layers shared by the reference models: the canonicaliser C, RMSNorm, rotary tables.
+
+References: seed 000 (Neural Dimensional Analysis; C and the orthogonalised residual update),
+LLaMA (RMSNorm, RoPE), nGPT (hypersphere normalisation).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CANONICAL_EPS = 1e-6
+"""The canonicaliser's floor eps_x, shared by models/gct and the GCT rewrite."""
+
+
+def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
+    """C(x) = x / sqrt(RMS(x)^2 + eps) over the last dimension: dimensionless for any unit of x."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """P_perp_h a = a - <a, h> / ||h||^2 h, per token: the update's component off the stream."""
+    return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+
+
+def justnorm(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """nGPT's projection onto the unit hypersphere."""
+    return x / x.norm(p=2, dim=dim, keepdim=True)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight (LLaMA)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Rotary(nn.Module):
+    """Rotary position tables as non-persistent buffers (fixed, hence dimensionless)."""
+
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        t = torch.arange(max_len, dtype=torch.float32)
+        freqs = torch.outer(t, inv_freq)  # (T, hs/2)
+        self.register_buffer("cos", freqs.cos(), persistent=False)
+        self.register_buffer("sin", freqs.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Rotate pairs of x: (B, nh, T, hs)."""
+        T = x.size(-2)
+        cos, sin = self.cos[:T], self.sin[:T]  # (T, hs/2)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        y1 = x1 * cos - x2 * sin
+        y2 = x1 * sin + x2 * cos
+        return torch.stack((y1, y2), dim=-1).flatten(-2)
+
+
+def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def example_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, vocab_size, (batch, seq + 1), generator=g)
+    return idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
+
+
+def init_gpt_style(module: nn.Module, n_layer: int) -> None:
+    """nanoGPT's init: N(0, 0.02), residual projections scaled by 1/sqrt(2L)."""
+    for name, p in module.named_parameters():
+        if p.dim() >= 2:
+            std = 0.02 / math.sqrt(2 * n_layer) if name.endswith(("c_proj.weight", "o_proj.weight", "down_proj.weight")) else 0.02
+            nn.init.normal_(p, mean=0.0, std=std)
+        elif name.endswith(".bias"):
+            nn.init.zeros_(p)

@@ -1,0 +1,139 @@
+"""nGPT: the normalised transformer, with hidden states and weights on the unit hypersphere.
+
+Follows NVIDIA's reference: no norm layers; q and k projected onto the sphere and scaled by
+s_qk; softmax scale sqrt(d_h); each block's output reaches the stream by an eigen-learning-rate
+interpolation h <- norm(h + alpha (norm(h_A) - h)); MLP scaled by s_u, s_v sqrt(d); logits scaled
+by s_z. Every weight matrix is re-normalised after each optimiser step (``normalize_weights``), so
+its norm is pinned and its unit is declared dimensionless, as are all the scalers.
+
+References: Loshchilov et al. 2024, nGPT (arXiv:2410.01131); seed 001, Appendix A.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .layers import Rotary, causal_lm_loss, example_batch, justnorm
+
+
+@dataclass
+class NGPTConfig:
+    block_size: int = 64
+    vocab_size: int = 65
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+    alpha_init: float = 0.05
+
+
+class Block(nn.Module):
+    # weights whose norm the optimiser pins, and the scalers nGPT defines as dimensionless
+    __units__ = {
+        "*.weight": "1",
+        "attn_alpha": "1",
+        "mlp_alpha": "1",
+        "sqk": "1",
+        "suv": "1",
+    }
+
+    def __init__(self, cfg: NGPTConfig) -> None:
+        super().__init__()
+        C, self.n_head = cfg.n_embd, cfg.n_head
+        self.head_dim = C // cfg.n_head
+        base = 1.0 / math.sqrt(C)
+        self.query = nn.Linear(C, C, bias=False)
+        self.key = nn.Linear(C, C, bias=False)
+        self.value = nn.Linear(C, C, bias=False)
+        self.att_c_proj = nn.Linear(C, C, bias=False)
+        self.c_fc = nn.Linear(C, 2 * 4 * C, bias=False)
+        self.mlp_c_proj = nn.Linear(4 * C, C, bias=False)
+        self.rotary = Rotary(self.head_dim, cfg.block_size)
+        self.alpha_scale = (cfg.alpha_init, base)  # (init value, init scaling)
+        self.attn_alpha = nn.Parameter(base * torch.ones(C))
+        self.mlp_alpha = nn.Parameter(base * torch.ones(C))
+        self.sqk_scale = (1.0, base)
+        self.sqk = nn.Parameter(base * torch.ones(C))
+        self.suv = nn.Parameter(torch.ones(2 * 4 * C))
+        self.sqrt_d = math.sqrt(C)
+
+    def _lr(self, alpha: torch.Tensor) -> torch.Tensor:
+        value, scaling = self.alpha_scale
+        return torch.abs(alpha * (value / scaling))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        B, T, C = h.size()
+        q = self.query(h).view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.key(h).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        v = self.value(h).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        q, k = self.rotary(q), self.rotary(k)
+        value, scaling = self.sqk_scale
+        sqk = (self.sqk * (value / scaling)).view(1, self.n_head, 1, self.head_dim)
+        q, k = sqk * justnorm(q), sqk * justnorm(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=math.sqrt(self.head_dim))
+        h_att = self.att_c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        a, b = justnorm(h), justnorm(h_att)
+        h = justnorm(a + self._lr(self.attn_alpha) * (b - a))
+
+        uv = self.c_fc(h) * (self.suv * self.sqrt_d)
+        u, v = uv.chunk(2, dim=-1)
+        h_mlp = self.mlp_c_proj(u * F.silu(v))
+        a, b = justnorm(h), justnorm(h_mlp)
+        return justnorm(a + self._lr(self.mlp_alpha) * (b - a))
+
+
+class NGPT(nn.Module):
+    __units__ = {"transformer.wte.weight": "1", "lm_head.weight": "1", "sz": "1"}
+
+    def __init__(self, cfg: NGPTConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(cfg.vocab_size, cfg.n_embd),
+                h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
+            )
+        )
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        base = 1.0 / math.sqrt(cfg.n_embd)
+        self.sz_scale = (1.0, base)
+        self.sz = nn.Parameter(base * torch.ones(cfg.vocab_size))
+        for p in self.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, mean=0.0, std=base)
+        self.normalize_weights()
+
+    @torch.no_grad()
+    def normalize_weights(self) -> None:
+        """Project every weight matrix back onto the sphere along its embedding dimension."""
+        self.transformer.wte.weight.copy_(justnorm(self.transformer.wte.weight, 1))
+        self.lm_head.weight.copy_(justnorm(self.lm_head.weight, 1))
+        for b in self.transformer.h:
+            for lin in (b.query, b.key, b.value, b.c_fc):
+                lin.weight.copy_(justnorm(lin.weight, 1))
+            for lin in (b.att_c_proj, b.mlp_c_proj):
+                lin.weight.copy_(justnorm(lin.weight, 0))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
+        h = self.transformer.wte(idx)  # (B, T, C), rows on the sphere
+        for block in self.transformer.h:
+            h = block(h)
+        value, scaling = self.sz_scale
+        logits = self.lm_head(h) * (self.sz * (value / scaling))
+        if targets is None:
+            return logits
+        return logits, causal_lm_loss(logits, targets)
+
+
+Config = NGPTConfig
+Model = NGPT
+
+
+def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
+    torch.manual_seed(seed)
+    cfg = NGPTConfig(**overrides)  # type: ignore[arg-type]
+    return NGPT(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)

@@ -1,0 +1,139 @@
+"""Elementwise functions: homogeneous ones pass the unit, non-homogeneous ones need it gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from unitcheck.infer import RuleContext
+from unitcheck.registry import method, rule
+from unitcheck.units import DIMENSIONLESS
+from unitcheck.values import INDEX, Index, UnitValue
+
+from ._util import first, funcs, ops
+
+F = torch.nn.functional
+
+
+def nonlinear(ctx: RuleContext, operands: list[Any], code: str, what: str) -> UnitValue:
+    """Every tensor operand must be dimensionless; otherwise report ``code`` at this node."""
+    bad: dict[str, UnitValue] = {}
+    for i, a in enumerate(operands):
+        v = ctx.u(a)
+        if not ctx.to_dimensionless(v):
+            bad["input" if i == 0 else f"input{i}"] = v
+    if bad:
+        shown = ", ".join(str(u) for u in bad.values())
+        return ctx.violation(code, f"{what} of a unitful input ({shown})", bad)
+    return DIMENSIONLESS
+
+
+@rule(ops("neg", "relu", "abs", "leaky_relu", "dropout", "feature_dropout", "alpha_dropout",
+          "feature_alpha_dropout", "positive", "conj", "conj_physical", "_prelu_kernel", "rrelu",
+          "relu_"),
+      funcs(torch.neg, torch.relu, torch.abs, F.relu, F.leaky_relu, F.rrelu, torch.positive),
+      method("neg", "relu", "abs", "__neg__", "__abs__", "__pos__", "relu_", "abs_", "neg_"))
+def homogeneous(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: degree-1 homogeneous functions (f(cx) = c f(x)) pass the unit through.
+    Why it matters: relu, abs and negation commute with rescaling; they are safe on any unit.
+    Example: ``F.relu(self.fc(x))`` keeps u(fc(x)).
+    Fix: none.
+    """
+    return first(ctx)
+
+
+@rule(ops("native_dropout"))
+def native_dropout(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: dropout keeps the unit; its mask is an index.
+    Why it matters: dropout is a random 0/1 mask times a literal.
+    Example: ``torch.ops.aten.native_dropout(x, 0.1, True)``.
+    Fix: none.
+    """
+    return (first(ctx), INDEX)
+
+
+@rule(ops("sign", "sgn"), funcs(torch.sign, torch.sgn), method("sign"))
+def sign(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``sign(x)`` is homogeneous of degree 0: dimensionless for any unit of x.
+    Why it matters: it is invariant under positive rescaling.
+    Example: ``torch.sign(g)`` in sign-SGD.
+    Fix: none.
+    """
+    v = first(ctx)
+    return INDEX if isinstance(v, Index) else DIMENSIONLESS
+
+
+_ACTIVATIONS = ops(
+    "gelu", "silu", "sigmoid", "tanh", "softplus", "elu", "selu", "celu", "mish", "hardswish",
+    "hardsigmoid", "relu6", "log_sigmoid_forward", "log_sigmoid", "softsign", "glu",
+    "hardshrink", "softshrink", "tanhshrink", "threshold", "erf", "erfc", "erfinv", "logit",
+    "_prelu_kernel_backward",
+)
+_ACTIVATION_FUNCS = funcs(
+    F.gelu, F.silu, torch.sigmoid, F.sigmoid, torch.tanh, F.tanh, F.softplus, F.elu, F.selu,
+    F.celu, F.mish, F.hardswish, F.hardsigmoid, F.relu6, F.logsigmoid, F.softsign, F.glu,
+    F.hardshrink, F.softshrink, F.tanhshrink, F.threshold,
+    torch.erf, torch.erfc, torch.erfinv, torch.special.erf, torch.special.expit, torch.logit,
+)
+
+
+@rule(_ACTIVATIONS, _ACTIVATION_FUNCS,
+      method("sigmoid", "tanh", "erf", "erfinv", "sigmoid_", "tanh_", "logit"))
+def activation(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: non-homogeneous activations (gelu, silu, sigmoid, tanh, softplus, erf, ...)
+    need a dimensionless input (UC202); the output is dimensionless.
+    Why it matters: their kink or saturation sits at |x| ~ 1, so a unitful input makes the
+    nonlinearity depend on raw weight norms.
+    Example: ``F.gelu(self.c_fc(x))``.
+    Fix: ``gelu(C(a))``; the normalised gate ``C(a) * sigmoid(C(a))`` for gated MLPs.
+    """
+    name = _name(ctx)
+    return nonlinear(ctx, [ctx.args[0]], "UC202", name)
+
+
+_TRANSCENDENTAL = ops(
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "floor",
+    "ceil", "round", "trunc", "frac", "lgamma", "digamma", "polygamma", "i0", "sinc", "xlogy",
+    "special_xlog1py", "special_entr", "special_i0e", "special_i1", "special_i1e",
+    "special_ndtr", "special_ndtri", "special_log_ndtr", "logaddexp", "logaddexp2",
+    "floor_divide", "mvlgamma", "deg2rad", "rad2deg", "sigmoid_backward",
+)
+_TRANSCENDENTAL_FUNCS = funcs(
+    torch.exp, torch.exp2, torch.expm1, torch.log, torch.log2, torch.log10, torch.log1p,
+    torch.sin, torch.cos, torch.tan, torch.asin, torch.acos, torch.atan, torch.sinh, torch.cosh,
+    torch.asinh, torch.acosh, torch.atanh, torch.floor, torch.ceil, torch.round, torch.trunc,
+    torch.frac, torch.lgamma, torch.digamma, torch.sinc, torch.xlogy, torch.logaddexp,
+)
+
+
+@rule(_TRANSCENDENTAL, _TRANSCENDENTAL_FUNCS,
+      method("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "floor", "ceil", "round",
+             "trunc", "exp_", "log_", "lgamma", "log2", "log10", "atan", "sinh", "cosh"))
+def transcendental(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: exp, log, trigonometric and rounding functions need dimensionless input
+    (UC204); their output is dimensionless.
+    Why it matters: exp(c x) is not c^k exp(x) for any k: the result has no unit.
+    Example: ``torch.exp(self.log_scale(h))``.
+    Fix: divide by a scale with the input's unit first.
+    """
+    name = _name(ctx)
+    tensors = [a for a in ctx.args if not isinstance(a, (int, float))][:2]
+    if name in ("floor", "ceil", "round", "trunc") and isinstance(ctx.u(ctx.args[0]), Index):
+        return INDEX
+    return nonlinear(ctx, tensors or [ctx.args[0]], "UC204", name)
+
+
+def _name(ctx: RuleContext) -> str:
+    t = ctx.node.target
+    if isinstance(t, str):
+        return t
+    packet = getattr(t, "overloadpacket", None)
+    return str(getattr(packet, "__name__", None) or getattr(t, "__name__", str(t)))
+

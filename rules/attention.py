@@ -1,0 +1,83 @@
+"""Attention and softmax: logits must be dimensionless (UC201, UC203, UC301)."""
+
+from __future__ import annotations
+
+import torch
+
+from unitcheck.graphs import base_name, users_through_views
+from unitcheck.infer import RuleContext
+from unitcheck.registry import method, rule
+from unitcheck.units import DIMENSIONLESS, Unit
+from unitcheck.values import Index, Poly, UnitValue
+
+from ._util import funcs, ops
+
+F = torch.nn.functional
+
+_SDPA = ops("scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+
+
+@rule(_SDPA, funcs(F.scaled_dot_product_attention))
+def sdpa(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: fused attention needs dimensionless logits u(q) + u(k) (UC201) and a
+    dimensionless (or polymorphic, or boolean) additive mask; its output has u(v).
+    Why it matters: otherwise the softmax temperature depends on raw weight norms.
+    Example: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` after unnormalised q, k.
+    Fix: canonicalise q and k per head; calibrated temperature tau = sqrt(d_h) s_Q s_K.
+    """
+    q, k, v = ctx.args[0], ctx.args[1], ctx.args[2]
+    uq, uk, uv = (ctx.pin(ctx.u(t)) for t in (q, k, v))
+    logits = (uq if isinstance(uq, Unit) else DIMENSIONLESS) * (uk if isinstance(uk, Unit) else DIMENSIONLESS)
+    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ""))
+    mask = ctx.arg(3, "attn_mask") if name in ("", "scaled_dot_product_attention") else ctx.kwargs.get("attn_mask")
+    problems: dict[str, UnitValue] = {}
+    if not logits.is_dimensionless:
+        problems["logits"] = logits
+    if mask is not None:
+        um = ctx.u(mask)
+        if not isinstance(um, (Index, Poly)) and not ctx.to_dimensionless(um):
+            problems["mask"] = um
+    out: UnitValue = uv if isinstance(uv, Unit) else DIMENSIONLESS
+    if problems:
+        what = []
+        if "logits" in problems:
+            what.append(f"attention logits carry the unit {problems['logits']}")
+        if "mask" in problems:
+            what.append(f"the additive attention bias carries the unit {problems['mask']}")
+        out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk, uv])
+    val = ctx.val()
+    if isinstance(val, (list, tuple)):
+        return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))
+    return out
+
+
+_SOFTMAX = ops("_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax",
+               "special_softmax", "special_log_softmax")
+_MATMULS = {"matmul", "bmm", "mm", "einsum", "baddbmm", "__matmul__"}
+_NLL = {"nll_loss_forward", "nll_loss", "nll_loss2d_forward", "nll_loss_nd", "nll_loss2d"}
+
+
+@rule(_SOFTMAX, funcs(F.softmax, F.log_softmax, torch.softmax, torch.log_softmax),
+      method("softmax", "log_softmax"))
+def softmax(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: softmax and log-softmax need a dimensionless input. The code says where: UC201
+    when the probabilities weight values (explicit attention), UC301 when log-probabilities feed
+    a likelihood loss, UC203 otherwise.
+    Why it matters: softmax is shift-invariant, not scale-invariant.
+    Example: ``(q @ k.transpose(-2, -1) / math.sqrt(d)).softmax(-1) @ v``.
+    Fix: canonicalise the input and apply a dimensionless temperature.
+    """
+    x = ctx.args[0]
+    u = ctx.u(x)
+    if ctx.to_dimensionless(u) or isinstance(u, (Index, Poly)):
+        return DIMENSIONLESS
+    consumers = {base_name(n) for n in users_through_views(ctx.node)}
+    if consumers & _MATMULS:
+        return ctx.violation("UC201", f"attention logits carry the unit {u}", {"logits": u})
+    if consumers & _NLL:
+        return ctx.violation("UC301", f"the loss's logits carry the unit {u}", {"logits": u})
+    return ctx.violation("UC203", f"softmax of an input of unit {u}", {"input": u})

@@ -1,0 +1,170 @@
+"""Same-unit combines: add, sub, where, maximum, cat, stack, lerp, clamp, scatters, comparisons."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from unitcheck.infer import RuleContext
+from unitcheck.registry import method, rule
+from unitcheck.units import DIMENSIONLESS
+from unitcheck.values import INDEX, UnitValue
+
+from ._util import funcs, ops
+
+F = torch.nn.functional
+
+
+@rule(ops("add", "sub", "rsub"), funcs(operator.add, operator.sub, operator.iadd, operator.isub,
+      torch.add, torch.sub, torch.subtract, torch.rsub), method("add", "sub", "add_", "sub_", "__add__",
+      "__sub__", "__radd__", "__rsub__", "subtract"))
+def add(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: requires both operands of ``+``/``-`` to have one unit (UC101); a residual add
+    whose branch is computed from the stream is UC102; a non-floor literal is UC103; a tiny
+    literal (``var + eps``) is a numerical floor (UC902).
+    Why it matters: addition is equivariant only when both sides rescale alike.
+    Example: ``x + self.attn(self.ln_1(x))``.
+    Fix: canonicalise and orthogonalise the residual update (GCT).
+    """
+    name = "sub" if "sub" in str(ctx.node.target) else "add"
+    return ctx.same_unit([ctx.args[0], ctx.arg(1, "other")], name)
+
+
+@rule(ops("where", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod", "copysign",
+          "masked_fill", "copy", "slice_scatter", "select_scatter", "diagonal_scatter",
+          "as_strided_scatter", "index_put", "_unsafe_index_put", "index_copy", "index_fill",
+          "scatter", "scatter_add", "scatter_reduce", "index_add", "index_reduce", "masked_scatter",
+          "fill", "hypot", "nextafter", "heaviside"),
+      funcs(torch.where, torch.maximum, torch.minimum, torch.fmax, torch.fmin, torch.remainder,
+            torch.fmod, torch.masked_fill, torch.scatter, torch.scatter_add, torch.index_add,
+            torch.hypot, operator.mod),
+      method("masked_fill", "masked_fill_", "where", "maximum", "minimum", "remainder", "fmod",
+             "scatter", "scatter_add", "index_add", "index_put", "index_fill", "copy_", "fill_"))
+def same_unit(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: requires every data operand (not conditions, masks or indices) to have one
+    unit; the result has it.
+    Why it matters: selecting or merging values of different scales is not equivariant.
+    Example: ``torch.where(mask, logits, torch.finfo(logits.dtype).min)`` is fine: the extreme
+    value is scale-polymorphic.
+    Fix: bring the operands to one unit (canonicalise) first.
+    """
+    name = _base(ctx)
+    data = [a for i, a in enumerate(ctx.args) if i not in _SKIP.get(name, ())]
+    data += [v for k, v in ctx.kwargs.items() if k in ("other", "value", "src", "source", "values", "self")]
+    out = ctx.same_unit(data, name)
+    return out
+
+
+# argument positions that are conditions, dims or indices rather than data
+_SKIP: dict[str, tuple[int, ...]] = {
+    "where": (0,),
+    "masked_fill": (1,),
+    "masked_fill_": (1,),
+    "slice_scatter": (2, 3, 4, 5),
+    "select_scatter": (2, 3),
+    "diagonal_scatter": (2, 3, 4),
+    "as_strided_scatter": (2, 3, 4),
+    "index_put": (1, 3),
+    "_unsafe_index_put": (1, 3),
+    "index_copy": (1, 2),
+    "index_fill": (1, 2),
+    "index_add": (1, 2, 4),
+    "index_reduce": (1, 2, 4, 5),
+    "scatter": (1, 2, 4),
+    "scatter_add": (1, 2),
+    "scatter_reduce": (1, 2, 4, 5),
+    "masked_scatter": (1,),
+    "fill": (),
+}
+
+
+def _base(ctx: RuleContext) -> str:
+    t = ctx.node.target
+    if isinstance(t, str):
+        return t
+    packet = getattr(t, "overloadpacket", None)
+    if packet is not None:
+        return str(packet.__name__)
+    return getattr(t, "__name__", str(t))
+
+
+@rule(ops("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack"),
+      funcs(torch.cat, torch.concat, torch.stack, torch.hstack, torch.vstack, torch.dstack))
+def cat(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: every concatenated tensor must carry one unit.
+    Why it matters: a concatenation of differently scaled parts has no unit at all.
+    Example: ``torch.cat([-x2, x1], dim=-1)`` (rotate-half) keeps u(x).
+    Fix: canonicalise each part first.
+    """
+    tensors = ctx.arg(0, "tensors")
+    return ctx.same_unit(list(tensors), "cat")
+
+
+@rule(ops("lerp"), funcs(torch.lerp), method("lerp"))
+def lerp(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``lerp(a, b, w)`` needs u(a) = u(b) and a dimensionless weight.
+    Why it matters: nGPT's eigen learning-rate update is a lerp on the hypersphere.
+    Example: ``torch.lerp(h, h_attn, alpha)``.
+    Fix: canonicalise both endpoints.
+    """
+    out = ctx.same_unit([ctx.args[0], ctx.args[1]], "lerp")
+    w = ctx.args[2] if len(ctx.args) > 2 else ctx.kwargs.get("weight")
+    if not ctx.to_dimensionless(ctx.u(w)):
+        return ctx.violation("UC101", f"lerp weight carries the unit {ctx.u(w)}",
+                             {"weight": ctx.u(w), "endpoints": out})
+    return out
+
+
+@rule(ops("clamp", "clamp_min", "clamp_max", "clip", "hardtanh"), funcs(torch.clamp, torch.clip),
+      method("clamp", "clamp_min", "clamp_max", "clip", "clamp_"))
+def clamp(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: clamp bounds must carry the clamped tensor's unit; a tiny literal lower bound
+    (``norm.clamp_min(1e-12)``) is a numerical floor, zero is always fine, any other literal
+    bound of a unitful tensor is UC103.
+    Why it matters: ``clamp(x, -1, 1)`` saturates at a fixed scale, so rescaling x changes it.
+    Example: ``x.clamp(min=1e-6)``.
+    Fix: clamp canonical coordinates, or bounds that carry the unit.
+    """
+    operands = [ctx.args[0], ctx.arg(1, "min"), ctx.arg(2, "max")]
+    return ctx.same_unit([o for o in operands if o is not None], "clamp")
+
+
+@rule(ops("eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal", "greater", "less",
+          "greater_equal", "less_equal", "not_equal"),
+      funcs(operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+            torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.isclose),
+      method("eq", "ne", "lt", "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__",
+             "__gt__", "__ge__"))
+def compare(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a comparison needs operands of one unit (a literal threshold other than zero
+    against a unitful tensor is UC103); its result is an index (bool) tensor.
+    Why it matters: ``x > 1.0`` flips when x is rescaled.
+    Example: ``attn_mask > 0``.
+    Fix: compare canonical coordinates.
+    """
+    res = ctx.combine([ctx.args[0], ctx.arg(1, "other")], floors=False)
+    if res.mismatch:
+        ctx.report_mismatch(res.mismatch, "comparison")
+    elif res.bad_literal is not None:
+        ctx.violation("UC103", f"comparison of a tensor of unit {res.unit} with the literal "
+                      f"{res.bad_literal:g}", {"tensor": res.unit, "literal": DIMENSIONLESS})
+    return INDEX
+
+
+@rule(ops("atan2", "arctan2"), funcs(torch.atan2))
+def atan2(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``atan2(y, x)`` needs u(y) = u(x) and is dimensionless.
+    Why it matters: an angle from differently scaled coordinates is arbitrary.
+    Example: ``torch.atan2(y, x)``.
+    Fix: bring both to one unit.
+    """
+    out = ctx.same_unit([ctx.args[0], ctx.args[1]], "atan2")
+    return out if str(out).startswith("v:") else DIMENSIONLESS

@@ -1,0 +1,198 @@
+"""Multiplicative ops: mul, div, matmul, linear, addmm, conv, einsum (exponents add)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from unitcheck.infer import RuleContext
+from unitcheck.registry import method, rule
+from unitcheck.units import DIMENSIONLESS, Unit
+from unitcheck.values import INDEX, POLY, Index, Literal, Poly, UnitValue, Var
+
+from ._util import funcs, ops
+
+F = torch.nn.functional
+
+
+def product(ctx: RuleContext, factors: list[Any], powers: list[int] | None = None) -> UnitValue:
+    """u = prod u(f_i)^p_i. A literal factor is dimensionless and leaves a weight variable
+    unbound; a tensor factor pins every variable among the factors (SPEC 2)."""
+    powers = powers or [1] * len(factors)
+    values = [ctx.u(f) for f in factors]
+    if any(isinstance(v, Poly) for v in values):
+        return POLY
+    tensors = [f for f, v in zip(factors, values) if isinstance(f, fx.Node) and v is not None]
+    if all(isinstance(v, Index) or v is None for v in values) and tensors:
+        return INDEX
+    if len(tensors) == 1:
+        (only,) = [v for f, v in zip(factors, values) if isinstance(f, fx.Node)]
+        p = powers[[i for i, f in enumerate(factors) if isinstance(f, fx.Node)][0]]
+        if isinstance(only, Var) and p == 1:
+            return only  # multiplication by a literal is unit-transparent
+    out = DIMENSIONLESS
+    for v, p in zip(values, powers):
+        if isinstance(v, (Literal, Index)) or v is None:
+            continue
+        unit = ctx.pin(v)
+        if isinstance(unit, Unit):
+            out = out * unit ** p
+    return out
+
+
+@rule(ops("mul", "multiply"), funcs(operator.mul, operator.imul, torch.mul, torch.multiply),
+      method("mul", "mul_", "__mul__", "__rmul__", "multiply"))
+def mul(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``a * b`` has unit u(a) u(b); a literal factor is dimensionless.
+    Why it matters: this is how gains, temperatures and gates carry units.
+    Example: ``x * self.weight`` pins the weight to its own generator.
+    Fix: none; mismatches show up where the product is combined.
+    """
+    return product(ctx, [ctx.args[0], ctx.arg(1, "other")])
+
+
+@rule(ops("div", "true_divide", "divide"), funcs(operator.truediv, operator.itruediv, torch.div,
+      torch.true_divide, torch.divide), method("div", "div_", "__truediv__", "__rtruediv__",
+      "true_divide", "divide"))
+def div(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``a / b`` has unit u(a) / u(b).
+    Why it matters: ``q @ k.T / sqrt(d)`` divides by a literal: the unit stays u(q) u(k).
+    Example: ``x / x.norm(dim=-1, keepdim=True)`` is dimensionless.
+    Fix: none.
+    """
+    a, b = ctx.args[0], ctx.arg(1, "other")
+    if ctx.node.op == "call_method" and ctx.node.target == "__rtruediv__":
+        a, b = b, a
+    mode = ctx.kwargs.get("rounding_mode")
+    if mode in ("floor", "trunc") and not isinstance(ctx.u(a), Index):
+        from .activation import nonlinear
+
+        return nonlinear(ctx, [a, b], "UC204", f"division with rounding_mode={mode!r}")
+    return product(ctx, [a, b], [1, -1])
+
+
+_MATMUL = ops("matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "kron",
+              "tensordot", "_weight_int8pack_mm", "chain_matmul", "linalg_multi_dot")
+
+
+@rule(_MATMUL, funcs(torch.matmul, torch.mm, torch.bmm, torch.dot, torch.mv, torch.outer,
+      torch.inner, torch.kron, torch.tensordot, operator.matmul),
+      method("matmul", "mm", "bmm", "dot", "mv", "outer", "__matmul__"))
+def matmul(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a matrix product has unit u(a) u(b); a weight operand is pinned to its own
+    generator.
+    Why it matters: every weight is a scale degree of freedom.
+    Example: ``h @ self.W`` has u(h) · p:W.
+    Fix: none.
+    """
+    if ctx.node.target in ops("chain_matmul.default", "linalg_multi_dot.default"):
+        return product(ctx, list(ctx.args[0]))
+    return product(ctx, [ctx.args[0], ctx.args[1]])
+
+
+@rule(ops("einsum"), funcs(torch.einsum))
+def einsum(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: an einsum's unit is the product of its operands' units.
+    Why it matters: attention written as einsum multiplies q and k units like matmul.
+    Example: ``torch.einsum("bhqd,bhkd->bhqk", q, k)``.
+    Fix: none.
+    """
+    operands = ctx.args[1]
+    if not isinstance(operands, (list, tuple)):
+        operands = ctx.args[1:]
+    return product(ctx, list(operands))
+
+
+def _with_bias(ctx: RuleContext, out: UnitValue, bias: Any, what: str) -> UnitValue:
+    if bias is None:
+        return out
+    b = ctx.u(bias)
+    if isinstance(b, Var):
+        root = b.find()
+        if root.bound is None:
+            if isinstance(out, Unit):
+                ctx.engine.bind(root, out, ctx.node, "combine")
+                return out
+            if isinstance(out, Var):
+                return ctx.engine.unify([out, root], ctx.node)
+        b = root.bound
+    if isinstance(b, (Poly, Index)) or b is None:
+        return out
+    if isinstance(out, Var):
+        root = out.find()
+        if root.bound is None and isinstance(b, Unit):
+            ctx.engine.bind(root, b, ctx.node, "combine")
+            return b
+    if isinstance(b, Unit) and isinstance(out, Unit) and b != out:
+        return ctx.violation(
+            "UC101", f"{what} adds a bias of unit {b} to a product of unit {out}",
+            {"product": out, "bias": b},
+        )
+    return out
+
+
+@rule(ops("linear"), funcs(F.linear))
+def linear(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``linear(x, W, b)`` has unit u(x) · p:W; the bias takes that unit.
+    Why it matters: the bias is bound by its combine with W x, so it is not a free scale.
+    Example: ``self.c_fc(x)``.
+    Fix: none.
+    """
+    x, w = ctx.args[0], ctx.arg(1, "weight")
+    out = product(ctx, [x, w])
+    return _with_bias(ctx, out, ctx.arg(2, "bias"), "linear")
+
+
+@rule(ops("addmm", "addbmm", "baddbmm", "addmv", "addr"), funcs(torch.addmm, torch.baddbmm,
+      torch.addmv), method("addmm", "baddbmm", "addmv"))
+def addmm(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``addmm(b, x, W)`` (Hugging Face's Conv1D) is a product plus a bias of its unit.
+    Why it matters: same as ``linear``.
+    Example: ``torch.addmm(self.bias, x, self.weight)``.
+    Fix: none.
+    """
+    out = product(ctx, [ctx.args[1], ctx.args[2]])
+    return _with_bias(ctx, out, ctx.args[0], "addmm")
+
+
+@rule(ops("addcmul", "addcdiv"), funcs(torch.addcmul, torch.addcdiv), method("addcmul", "addcdiv"))
+def addcmul(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``a + v * b * c`` (or ``b / c``) needs u(a) = u(b) u(c)^(+-1).
+    Why it matters: optimiser-style fused updates mix units like any add.
+    Example: ``torch.addcmul(x, g, h, value=0.5)``.
+    Fix: none.
+    """
+    sign = -1 if "addcdiv" in str(ctx.node.target) else 1
+    out = product(ctx, [ctx.args[1], ctx.args[2]], [1, sign])
+    return _with_bias(ctx, out, ctx.args[0], "addcmul")
+
+
+_CONV = ops("conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d",
+            "conv_transpose2d", "conv_transpose3d", "conv_tbc", "mkldnn_convolution",
+            "_convolution_mode", "cudnn_convolution")
+
+
+@rule(_CONV, funcs(F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
+      F.conv_transpose3d, F.bilinear))
+def conv(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a convolution has unit u(x) · p:W; the bias takes that unit.
+    Why it matters: like ``linear``, per output channel.
+    Example: ``self.conv1(img)`` has in:img · p:conv1.weight.
+    Fix: none.
+    """
+    if ctx.node.target is F.bilinear:
+        out = product(ctx, [ctx.args[0], ctx.args[1], ctx.args[2]])
+        return _with_bias(ctx, out, ctx.arg(3, "bias"), "bilinear")
+    out = product(ctx, [ctx.args[0], ctx.arg(1, "weight")])
+    return _with_bias(ctx, out, ctx.arg(2, "bias"), "convolution")

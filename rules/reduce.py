@@ -1,0 +1,123 @@
+"""Reductions and pooling: homogeneous of degree 1 (mean, sum, max, pools), or a fixed power
+(var: u^2, prod: u^n)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from unitcheck.infer import RuleContext
+from unitcheck.registry import method, rule
+from unitcheck.units import Unit
+from unitcheck.values import INDEX, Index, UnitValue
+
+from ._util import first, funcs, ops
+
+F = torch.nn.functional
+
+
+@rule(ops("mean", "sum", "nansum", "nanmean", "cumsum", "amax", "amin", "median", "nanmedian",
+          "linalg_vector_norm", "norm", "frobenius_norm", "nuclear_norm", "linalg_norm",
+          "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+          "adaptive_avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "max_pool1d",
+          "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "upsample_nearest1d",
+          "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
+          "_upsample_nearest_exact2d", "upsample_bilinear2d", "upsample_linear1d",
+          "upsample_bicubic2d", "upsample_trilinear3d", "_upsample_bilinear2d_aa", "trace",
+          "diff", "lp_pool1d", "lp_pool2d", "cumulative_trapezoid",
+          "trapezoid", "renorm"),
+      funcs(torch.mean, torch.sum, torch.nansum, torch.cumsum, torch.amax, torch.amin,
+            torch.median, torch.norm, torch.linalg.vector_norm, torch.linalg.norm, torch.diff,
+            F.avg_pool1d, F.avg_pool2d, F.avg_pool3d, F.adaptive_avg_pool1d,
+            F.adaptive_avg_pool2d, F.adaptive_avg_pool3d, F.max_pool1d, F.max_pool2d,
+            F.max_pool3d, F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.interpolate,
+            F.upsample, F.lp_pool1d, F.lp_pool2d),
+      method("mean", "sum", "cumsum", "amax", "amin", "median", "norm", "nansum", "diff"))
+def degree_one(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: means, sums, norms, extrema and pooling pass the unit through.
+    Why it matters: they are homogeneous of degree 1: reduce(c x) = c reduce(x).
+    Example: ``x.pow(2).mean(-1, keepdim=True)`` has u(x)^2.
+    Fix: none.
+    """
+    return first(ctx)
+
+
+@rule(ops("max", "min", "sort", "topk", "kthvalue", "mode", "cummax", "cummin",
+          "max_pool2d_with_indices", "max_pool3d_with_indices", "max_pool1d_with_indices",
+          "adaptive_max_pool2d", "adaptive_max_pool3d", "msort"),
+      funcs(torch.max, torch.min, torch.sort, torch.topk, torch.kthvalue, torch.cummax,
+            torch.cummin), method("max", "min", "sort", "topk", "kthvalue"))
+def values_and_indices(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: max/min/sort/topk values keep the unit; their indices are index data;
+    ``max(a, b)`` of two tensors is a same-unit combine.
+    Why it matters: order statistics commute with positive rescaling.
+    Example: ``logits.topk(k, dim=-1)``.
+    Fix: none.
+    """
+    val = ctx.val()
+    if len(ctx.args) > 1 and hasattr(ctx.args[1], "meta") and not isinstance(ctx.u(ctx.args[1]), Index):
+        return ctx.same_unit([ctx.args[0], ctx.args[1]], "max")
+    v = first(ctx)
+    if isinstance(val, (list, tuple)):
+        return (v,) + tuple(INDEX for _ in range(len(val) - 1))
+    return v
+
+
+@rule(ops("var", "var_mean", "std", "std_mean"), funcs(torch.var, torch.std, torch.var_mean,
+      torch.std_mean), method("var", "std"))
+def variance(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: variance has u(x)^2, standard deviation u(x); ``var_mean`` returns both units.
+    Why it matters: normalisers divide by sqrt(var + eps), cancelling u(x).
+    Example: ``x.var(-1, keepdim=True, unbiased=False)``.
+    Fix: none.
+    """
+    v = first(ctx)
+    if isinstance(v, Index):
+        return INDEX
+    unit = ctx.pin(v)
+    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ctx.node.target))
+    if not isinstance(unit, Unit):
+        return v
+    if "var" in name:
+        return (unit**2, unit) if "mean" in name else unit**2
+    return (unit, unit) if "mean" in name else unit
+
+
+@rule(ops("prod", "cumprod"), funcs(torch.prod, torch.cumprod), method("prod", "cumprod"))
+def prod(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a product over n elements has u(x)^n (a cumulative product mixes powers: UC204
+    for a unitful input).
+    Why it matters: the exponent depends on the reduced size.
+    Example: ``x.prod(dim=-1)`` over 4 elements has u(x)^4.
+    Fix: reduce logarithms of canonical quantities instead.
+    """
+    v = first(ctx)
+    if isinstance(v, Index):
+        return INDEX
+    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ctx.node.target))
+    shape_in, shape_out = ctx.shape(ctx.args[0]), ctx.shape()
+    if "cumprod" in name or shape_in is None or shape_out is None:
+        from .activation import nonlinear
+
+        return nonlinear(ctx, [ctx.args[0]], "UC204", name)
+    n = math.prod(shape_in) // max(1, math.prod(shape_out))
+    unit = ctx.pin(v)
+    return unit**n if isinstance(unit, Unit) else v
+
+
+@rule(ops("logsumexp"), funcs(torch.logsumexp), method("logsumexp"))
+def logsumexp(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``logsumexp`` needs a dimensionless input (UC204).
+    Why it matters: it is log(sum(exp(x))).
+    Example: ``torch.logsumexp(scores, -1)``.
+    Fix: canonicalise the scores.
+    """
+    from .activation import nonlinear
+
+    return nonlinear(ctx, [ctx.args[0]], "UC204", "logsumexp")

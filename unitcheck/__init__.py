@@ -1,0 +1,68 @@
+"""unitcheck: static unit checking for PyTorch models (neural dimensional analysis).
+
+>>> import unitcheck                                               # doctest: +SKIP
+>>> report = unitcheck.lint(model, (idx, targets))                 # doctest: +SKIP
+>>> [v.rule for v in report.violations]                            # doctest: +SKIP
+['UC101', 'UC201', 'UC202', 'UC102', 'UC102', 'UC301']
+
+Heavy modules (torch) are imported on first use, so ``unitcheck --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Unit",
+    "declare",
+    "infer_units",
+    "lint",
+    "rule",
+    "method",
+    "trace",
+    "TraceError",
+    "UnitGraph",
+    "Report",
+    "oracle",
+    "load_model",
+    "__version__",
+]
+
+_LAZY = {
+    "Unit": ("unitcheck.units", "Unit"),
+    "declare": ("unitcheck.declare", "declare"),
+    "infer_units": ("unitcheck.infer", "infer_units"),
+    "UnitGraph": ("unitcheck.infer", "UnitGraph"),
+    "lint": ("unitcheck.lint", "lint"),
+    "Report": ("unitcheck.lint", "Report"),
+    "rule": ("unitcheck.registry", "rule"),
+    "method": ("unitcheck.registry", "method"),
+    "trace": ("unitcheck.trace", "trace"),
+    "TraceError": ("unitcheck.trace", "TraceError"),
+    "load_model": ("unitcheck.loader", "load_model"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    if name in ("oracle",):
+        return importlib.import_module(f"unitcheck.{name}")
+    raise AttributeError(f"module 'unitcheck' has no attribute {name!r}")
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import oracle  # noqa: F401
+    from .declare import declare  # noqa: F401
+    from .infer import UnitGraph, infer_units  # noqa: F401
+    from .lint import Report, lint  # noqa: F401
+    from .loader import load_model  # noqa: F401
+    from .registry import method, rule  # noqa: F401
+    from .trace import TraceError, trace  # noqa: F401
+    from .units import Unit  # noqa: F401

@@ -1,0 +1,110 @@
+"""Small structural queries on FX graphs shared by the rules, the oracle and the rewriter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+__all__ = ["is_ancestor", "node_dtype", "is_float_value", "op_name", "users_through_views", "topo_index"]
+
+
+def topo_index(graph: fx.Graph) -> dict[fx.Node, int]:
+    return {n: i for i, n in enumerate(graph.nodes)}
+
+
+def is_ancestor(a: fx.Node, b: fx.Node, order: dict[fx.Node, int] | None = None) -> bool:
+    """Does ``b`` depend on ``a``? Walks back from ``b``, pruning nodes older than ``a``.
+
+    For a residual add ``h + f(h)`` the walk stays inside the branch, so it costs the branch's
+    size, not the graph's.
+    """
+    if a is b:
+        return True
+    if order is None:
+        order = topo_index(a.graph)
+    ia = order[a]
+    seen: set[fx.Node] = set()
+    stack = [b]
+    while stack:
+        n = stack.pop()
+        for p in n.all_input_nodes:
+            if p is a:
+                return True
+            if p in seen or order[p] < ia:
+                continue
+            seen.add(p)
+            stack.append(p)
+    return False
+
+
+def node_dtype(val: Any) -> torch.dtype | None:
+    if isinstance(val, torch.Tensor):
+        return val.dtype
+    return None
+
+
+def is_float_value(val: Any) -> bool:
+    """Whether a node's recorded value (``meta['val']``) holds any floating tensor."""
+    return any(
+        isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+        for t in pytree.tree_leaves(val)
+    )
+
+
+def op_name(node: fx.Node) -> str:
+    """A readable, stable op name: ``aten.add.Tensor``, ``torch.nn.functional.gelu``, ``Tensor.view``."""
+    t = node.target
+    if node.op == "call_method":
+        return f"Tensor.{t}"
+    if node.op == "call_module":
+        return f"module:{t}"
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)
+    mod = getattr(t, "__module__", None) or ""
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
+    if mod in ("_operator", "operator"):
+        return f"operator.{name}"
+    return f"{mod}.{name}" if mod else str(name)
+
+
+_VIEWS = {
+    "view", "_unsafe_view", "reshape", "permute", "transpose", "expand", "contiguous", "clone",
+    "alias", "unsqueeze", "squeeze", "flatten", "t", "to", "type_as", "_to_copy", "getitem",
+    "masked_fill", "where", "add", "sub", "div", "mul", "dropout", "native_dropout",
+}
+
+
+def _base(node: fx.Node) -> str:
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        return t.overloadpacket.__name__
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__name__", str(t))
+
+
+def users_through_views(node: fx.Node, depth: int = 6) -> list[fx.Node]:
+    """Consumers of ``node``, looking through views, masks and scalings (attention-weights code)."""
+    out: list[fx.Node] = []
+    frontier = list(node.users)
+    seen: set[fx.Node] = set()
+    for _ in range(depth):
+        nxt: list[fx.Node] = []
+        for u in frontier:
+            if u in seen:
+                continue
+            seen.add(u)
+            out.append(u)
+            if _base(u) in _VIEWS:
+                nxt.extend(u.users)
+        frontier = nxt
+        if not frontier:
+            break
+    return out
+
+
+def base_name(node: fx.Node) -> str:
+    return _base(node)

@@ -1,0 +1,1 @@
+"""Report formats: text, json, sarif, junit, github, dot."""

@@ -1,0 +1,414 @@
+"""Module + example inputs -> FX graph whose leaves are named (parameters, buffers, inputs).
+
+Non-strict ``torch.export`` captured all 17 models of the tracing survey (shared/TRACING.md), so
+it comes first, lowered with the default decomposition table minus the high-level ops whose unit
+rules matter (linear, attention, norms, convs, activations, losses). Where export fails, symbolic
+tracing through every submodule (parameters appear as ``get_attr`` leaves, stack traces recorded)
+is the fallback, noted as UC903. A model neither can capture raises one :class:`TraceError` that
+names the construct and the user's source line.
+
+>>> g = trace(model, (idx, targets))                       # doctest: +SKIP
+>>> g.method, g.leaves["p_lm_head_weight"].name            # doctest: +SKIP
+('export', 'transformer.wte.weight')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import traceback
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from .diagnostics import Location
+
+__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "location", "module_path", "KEEP_OPS"]
+
+aten = torch.ops.aten
+
+
+class TraceError(Exception):
+    """The model could not be captured; the message names the construct and the source line."""
+
+    def __init__(self, message: str, location: Location | None = None) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+# High-level ops kept out of the decomposition: their unit rules say something the decomposed
+# pieces cannot (attention temperature, normaliser scale invariance, a loss on logits).
+_KEEP_NAMES = (
+    "linear.default",
+    "scaled_dot_product_attention.default",
+    "layer_norm.default",
+    "rms_norm.default",
+    "group_norm.default",
+    "conv1d.default",
+    "conv2d.default",
+    "conv3d.default",
+    "conv1d.padding",
+    "conv2d.padding",
+    "matmul.default",
+    "silu.default",
+    "gelu.default",
+    "softplus.default",
+    "mish.default",
+    "hardswish.default",
+    "hardsigmoid.default",
+    "nll_loss_forward.default",
+    "mse_loss.default",
+    "l1_loss.default",
+    "smooth_l1_loss.default",
+    "huber_loss.default",
+    "binary_cross_entropy_with_logits.default",
+)
+
+
+def _resolve(qualified: str) -> Any:
+    packet, overload = qualified.split(".")
+    return getattr(getattr(aten, packet, None), overload, None)
+
+
+KEEP_OPS: tuple[Any, ...] = tuple(op for op in map(_resolve, _KEEP_NAMES) if op is not None)
+
+
+@dataclass
+class Leaf:
+    """A graph input: a learnable parameter, a buffer, a lifted constant or a user input."""
+
+    kind: Literal["param", "buffer", "constant", "input"]
+    name: str
+    value: Any
+
+
+@dataclass
+class TracedGraph:
+    """An FX graph plus the names and values of its leaves."""
+
+    gm: fx.GraphModule
+    method: Literal["export", "fx"]
+    leaves: dict[str, Leaf]  # keyed by the leaf node's name
+    model: nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    trace_seconds: float = 0.0
+
+    @property
+    def graph(self) -> fx.Graph:
+        return self.gm.graph
+
+    def leaf_nodes(self) -> Iterator[fx.Node]:
+        for n in self.graph.nodes:
+            if n.name in self.leaves:
+                yield n
+
+    def output_nodes(self) -> list[Any]:
+        out = next(n for n in reversed(self.graph.nodes) if n.op == "output")
+        return pytree.tree_leaves(out.args[0])
+
+    def compute_nodes(self) -> list[fx.Node]:
+        return [n for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+
+# -- locations ------------------------------------------------------------------------------
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n]+)\n(?P<code>[^\n]*)')
+
+
+def _user_frame(file: str) -> bool:
+    return not (file.startswith(_TORCH_DIR) or file.startswith(_OWN_DIR) or file.startswith("<"))
+
+
+def _frames_from_text(text: str) -> list[tuple[str, int, str]]:
+    return [(m["file"], int(m["line"]), m["code"].strip()) for m in _FRAME.finditer(text + "\n")]
+
+
+def location(node: fx.Node) -> Location | None:
+    """The innermost frame of the node's stack trace that lies outside torch (and unitcheck)."""
+    cached = node.meta.get("unitcheck_location", False)
+    if cached is not False:
+        return cached  # type: ignore[no-any-return]
+    loc = None
+    text = node.meta.get("stack_trace")
+    if text:
+        for file, line, code in reversed(_frames_from_text(text)):
+            if _user_frame(file):
+                loc = Location(file, line, code)
+                break
+    node.meta["unitcheck_location"] = loc
+    return loc
+
+
+def module_path(node: fx.Node) -> str:
+    """Qualified name of the innermost module the node was recorded in ('' for the root)."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return _clean_path(str(path))
+
+
+def module_class(node: fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    cls = list(stack.values())[-1][1]
+    return cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1]
+
+
+def _clean_path(path: str) -> str:
+    # strict export / dynamo spell paths as L['self'].h[0].attn; normalise to h.0.attn
+    path = re.sub(r"^L\['self'\]\.?", "", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\['([^']+)'\]", r".\1", path)
+    return path.strip(".")
+
+
+# -- capture --------------------------------------------------------------------------------
+
+
+def _decomposition_table() -> Any:
+    table = torch.export.default_decompositions()
+    for op in KEEP_OPS:
+        table.pop(op, None)
+    return table
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Export logs warnings and graph dumps on failure; the TraceError says what matters."""
+    loggers = [logging.getLogger(n) for n in ("torch", "torch._export", "torch.fx", "torch._dynamo")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    flags = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, t in flags.items():
+            m.training = t
+
+
+def _canonical_names(model: nn.Module) -> dict[int, str]:
+    """First qualified name of every parameter and buffer tensor (tied weights share one)."""
+    names: dict[int, str] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), n)
+    for n, b in model.named_buffers(remove_duplicate=False):
+        names.setdefault(id(b), n)
+    return names
+
+
+def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(example_inputs, dict):
+        return (), dict(example_inputs)
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,), {}
+    if isinstance(example_inputs, list):
+        example_inputs = tuple(example_inputs)
+    if (
+        isinstance(example_inputs, tuple)
+        and len(example_inputs) == 2
+        and isinstance(example_inputs[0], tuple)
+        and isinstance(example_inputs[1], dict)
+    ):
+        return example_inputs[0], dict(example_inputs[1])
+    if isinstance(example_inputs, tuple):
+        return example_inputs, {}
+    raise TypeError(
+        "example inputs must be a tensor, a tuple of positional inputs, a dict of keyword inputs "
+        f"or an (args, kwargs) pair; got {type(example_inputs).__name__}"
+    )
+
+
+def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TracedGraph:
+    ep = torch.export.export(model, args, kwargs, strict=False)
+    ep = ep.run_decompositions(_decomposition_table())
+    gm = ep.graph_module
+    names = _canonical_names(model)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    buffers = dict(model.named_buffers(remove_duplicate=False))
+    flat_inputs = pytree.tree_leaves((args, kwargs), is_leaf=lambda x: x is None)
+    user_specs = [s for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    leaves: dict[str, Leaf] = {}
+    user_index = 0
+    for spec in ep.graph_signature.input_specs:
+        arg_name = getattr(spec.arg, "name", None)
+        kind = spec.kind.name
+        if kind == "PARAMETER":
+            p = params[spec.target]
+            leaves[arg_name] = Leaf("param", names.get(id(p), spec.target), p)
+        elif kind == "BUFFER":
+            b = buffers.get(spec.target)
+            if b is None:
+                b = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            leaves[arg_name] = Leaf("buffer", names.get(id(b), spec.target), b)
+        elif kind == "CONSTANT_TENSOR":
+            leaves[arg_name] = Leaf("constant", spec.target, ep.constants[spec.target])
+        elif kind == "USER_INPUT":
+            value = flat_inputs[user_index] if user_index < len(flat_inputs) else None
+            user_index += 1
+            if type(spec.arg).__name__ == "TensorArgument":
+                leaves[arg_name] = Leaf("input", arg_name, value)
+        else:
+            raise TraceError(f"unsupported graph input kind {kind} ({arg_name})")
+    del user_specs
+    placeholders = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
+    leaves = {k: v for k, v in leaves.items() if k in placeholders}
+    return TracedGraph(gm, "export", leaves, model, args, kwargs)
+
+
+class _DeepTracer(fx.Tracer):
+    """Symbolic tracer that enters every module, so parameters become get_attr leaves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_stack_traces = True
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return False
+
+
+def _symbolic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TracedGraph:
+    import inspect
+
+    sig = inspect.signature(model.forward)
+    bound = sig.bind(*args, **kwargs)
+    concrete = {k: v for k, v in bound.arguments.items() if not isinstance(v, torch.Tensor)}
+    for p in sig.parameters.values():
+        if p.name not in bound.arguments and p.default is not inspect.Parameter.empty:
+            concrete[p.name] = p.default
+    tracer = _DeepTracer()
+    graph = tracer.trace(model, concrete_args=concrete or None)
+    gm = fx.GraphModule(tracer.root, graph)
+    names = _canonical_names(model)
+    leaves: dict[str, Leaf] = {}
+    tensors = {k: v for k, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and n.target in tensors:
+            leaves[n.name] = Leaf("input", n.target, tensors[n.target])
+        elif n.op == "get_attr":
+            value = _fetch_attr(model, n.target)
+            if isinstance(value, nn.Parameter):
+                leaves[n.name] = Leaf("param", names.get(id(value), n.target), value)
+            elif isinstance(value, torch.Tensor):
+                is_buffer = id(value) in names
+                leaves[n.name] = Leaf("buffer" if is_buffer else "constant", names.get(id(value), n.target), value)
+    flat = [leaves[n.name].value if n.name in leaves else None for n in gm.graph.nodes if n.op == "placeholder"]
+    _record_values(gm, flat)
+    return TracedGraph(gm, "fx", leaves, model, args, kwargs)
+
+
+def _fetch_attr(model: nn.Module, target: str) -> Any:
+    obj: Any = model
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _record_values(gm: fx.GraphModule, flat_args: list[Any]) -> None:
+    """Give symbolic-trace nodes the ``meta['val']`` export provides (dtype and shape)."""
+
+    class _Rec(fx.Interpreter):
+        def run_node(self, n: fx.Node) -> Any:
+            out = super().run_node(n)
+            n.meta["val"] = pytree.tree_map_only(torch.Tensor, lambda t: t.detach().to("meta"), out)
+            return out
+
+    with torch.no_grad():
+        _Rec(gm).run(*flat_args)
+
+
+def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
+    text = f"{type(err).__name__}: {err}"
+    low = text.lower()
+    if "data-dependent" in low or "datadependent" in low or "control flow" in low or "guardondatadependent" in low:
+        construct = "data-dependent branch (Python control flow on a tensor value)"
+    elif "not implemented" in low or "notimplemented" in low or "unsupported" in low or "no such operator" in low:
+        construct = "unsupported operator"
+    else:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        construct = f"{type(err).__name__}: {first[:200]}"
+    loc = None
+    m = re.search(r"The following call raised this error:\s*\n\s*(File .*\n.*)", str(err))
+    if m:
+        frames = _frames_from_text(m.group(1).strip())
+        if frames:
+            loc = Location(*frames[0])
+    if loc is None:
+        for fr in reversed(traceback.extract_tb(err.__traceback__)):
+            if _user_frame(fr.filename) and "site-packages" not in fr.filename.split(os.sep)[-3:-1]:
+                loc = Location(fr.filename, fr.lineno or 0, (fr.line or "").strip())
+                break
+    if loc is None:
+        for fr in reversed(traceback.extract_tb(err.__traceback__)):
+            if _user_frame(fr.filename):
+                loc = Location(fr.filename, fr.lineno or 0, (fr.line or "").strip())
+                break
+    return construct, loc
+
+
+def trace(
+    model: nn.Module,
+    example_inputs: Any,
+    method: Literal["auto", "export", "fx"] = "auto",
+) -> TracedGraph:
+    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both)."""
+    import time
+
+    if not isinstance(model, nn.Module):
+        raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
+    args, kwargs = _normalise_inputs(example_inputs)
+    t0 = time.perf_counter()
+    errors: list[tuple[str, BaseException]] = []
+    with _eval_mode(model), _quiet():
+        if method in ("auto", "export"):
+            try:
+                g = _export(model, args, kwargs)
+                g.trace_seconds = time.perf_counter() - t0
+                return g
+            except TraceError:
+                raise
+            except Exception as err:  # export raises many types; all become one TraceError
+                errors.append(("torch.export", err))
+        if method in ("auto", "fx"):
+            try:
+                g = _symbolic(model, args, kwargs)
+                if errors:
+                    construct, loc = _describe_failure(errors[0][1])
+                    where = f" at {loc.file}:{loc.line}" if loc else ""
+                    g.notes.append(f"torch.export failed ({construct}{where}); used symbolic tracing")
+                g.trace_seconds = time.perf_counter() - t0
+                return g
+            except Exception as err:
+                errors.append(("symbolic tracing", err))
+    construct, loc = _describe_failure(errors[0][1])
+    where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
+    tried = " and ".join(name for name, _ in errors)
+    raise TraceError(
+        f"cannot trace {type(model).__name__}: {construct}{where} ({tried} failed)", loc
+    ) from errors[0][1]
