@@ -33,15 +33,15 @@ __all__ = [
 
 _LAZY = {
     "Unit": ("unitcheck.units", "Unit"),
-    "declare": ("unitcheck.declare", "declare"),
+    "declare": ("unitcheck.declarations", "declare"),
     "infer_units": ("unitcheck.infer", "infer_units"),
     "UnitGraph": ("unitcheck.infer", "UnitGraph"),
-    "lint": ("unitcheck.lint", "lint"),
-    "Report": ("unitcheck.lint", "Report"),
+    "lint": ("unitcheck.linter", "lint"),
+    "Report": ("unitcheck.linter", "Report"),
     "rule": ("unitcheck.registry", "rule"),
     "method": ("unitcheck.registry", "method"),
-    "trace": ("unitcheck.trace", "trace"),
-    "TraceError": ("unitcheck.trace", "TraceError"),
+    "trace": ("unitcheck.tracer", "trace"),
+    "TraceError": ("unitcheck.tracer", "TraceError"),
     "load_model": ("unitcheck.loader", "load_model"),
 }
 
@@ -59,10 +59,10 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import oracle  # noqa: F401
-    from .declare import declare  # noqa: F401
+    from .declarations import declare  # noqa: F401
     from .infer import UnitGraph, infer_units  # noqa: F401
-    from .lint import Report, lint  # noqa: F401
+    from .linter import Report, lint  # noqa: F401
     from .loader import load_model  # noqa: F401
     from .registry import method, rule  # noqa: F401
-    from .trace import TraceError, trace  # noqa: F401
+    from .tracer import TraceError, trace  # noqa: F401
     from .units import Unit  # noqa: F401

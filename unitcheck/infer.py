@@ -30,10 +30,10 @@ from torch.utils import _pytree as pytree
 
 from . import registry
 from .codes import CODES
-from .declare import as_unit, resolve_declarations
+from .declarations import as_unit, resolve_declarations
 from .diagnostics import Violation
 from .graphs import is_ancestor, op_name, topo_index
-from .trace import TracedGraph, location, module_path, trace
+from .tracer import TracedGraph, location, module_path, trace
 from .units import DIMENSIONLESS, Unit
 from .values import INDEX, POLY, Index, Literal, Poly, UnitValue, Var, is_poly_number
 
@@ -49,7 +49,7 @@ class Combined:
     unit: UnitValue
     mismatch: list[tuple[Any, Unit]] = field(default_factory=list)  # (raw operand, unit) pairs
     bad_literal: float | None = None  # a non-zero, non-floor literal against a unitful operand
-    floor_args: list[int] = field(default_factory=list)
+    floor_args: list[float] = field(default_factory=list)  # the floor literals' values
 
 
 class RuleContext:
@@ -176,7 +176,7 @@ class RuleContext:
             if isinstance(target, Unit) and target.is_dimensionless:
                 continue
             if floors and abs(lit) <= self.engine.floor_eps:
-                result.floor_args.append(i)
+                result.floor_args.append(lit)
             else:
                 result.bad_literal = lit
         return result
@@ -203,15 +203,16 @@ class RuleContext:
         self.engine.report(self.node, code, message, shown, fix, consumed=gens, role=role)
         return self.opaque()
 
-    def floor(self, arg_index: int | str, source: Any, power: int = 1, note: bool = True) -> None:
-        """Mark argument ``arg_index`` as a numerical floor guarding ``source ** power``.
+    def floor(self, where: int | str | Literal, source: Any, power: int = 1, note: bool = True) -> None:
+        """Mark an argument (a position, a keyword, or a literal value) as a numerical floor
+        guarding ``source ** power``.
 
         The oracle rescales the floor by the character of that unit (computed from the final
         units, so a weight variable bound later is honoured); a note (UC902) is recorded once.
         """
         if not isinstance(source, fx.Node):
             return
-        self.node.meta.setdefault("unit_floors", []).append((arg_index, source, power))
+        self.node.meta.setdefault("unit_floors", []).append((where, source, power))
         unit = self.u(source)
         if note and isinstance(unit, Unit) and not unit.is_dimensionless and not self.node.meta.get("_floor_noted"):
             self.node.meta["_floor_noted"] = True
@@ -237,8 +238,8 @@ class RuleContext:
             source = next(
                 (a for a in operands if isinstance(a, fx.Node) and self.u(a) == res.unit), None
             )
-            for i in res.floor_args:
-                self.floor(i, source)
+            for lit in res.floor_args:
+                self.floor(Literal(lit), source)
         return res.unit
 
     def report_mismatch(self, mismatch: list[tuple[Any, Unit]], what: str) -> Unit:
@@ -249,13 +250,9 @@ class RuleContext:
             return self.violation(
                 "UC303", f"loss terms with different units summed: {ua} and {ub}", units,
             )
-        if (
-            what in ("add", "sub")
-            and isinstance(a, fx.Node)
-            and isinstance(b, fx.Node)
-            and (self.engine.depends(a, b) or self.engine.depends(b, a))
-        ):
-            stream, branch = (a, b) if self.engine.depends(a, b) else (b, a)
+        residual = self.residual_pair(a, b) if what in ("add", "sub") else None
+        if residual is not None:
+            stream, branch = residual
             us, ub_ = (ua, ub) if stream is a else (ub, ua)
             return self.violation(
                 "UC102",
@@ -266,6 +263,19 @@ class RuleContext:
         return self.violation(
             "UC101", f"{what} of tensors with different units: {ua} and {ub}", units
         )
+
+    def residual_pair(self, a: Any, b: Any) -> tuple[fx.Node, fx.Node] | None:
+        """(stream, branch) when this add is a residual: the branch is computed from the stream
+        inside a submodule of the add's module (``x + self.attn(ln(x))``), not inline
+        (``x + 0.044715 * x**3`` is a plain mismatch)."""
+        if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
+            return None
+        for stream, branch in ((a, b), (b, a)):
+            if self.engine.depends(stream, branch):
+                here, there = module_path(self.node), module_path(branch)
+                if there != here and (here == "" or there.startswith(here + ".")):
+                    return stream, branch
+        return None
 
     def is_scalar(self, a: fx.Node) -> bool:
         s = self.shape(a)

@@ -361,7 +361,7 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
             loc = Location(*frames[0])
     if loc is None:
         for fr in reversed(traceback.extract_tb(err.__traceback__)):
-            if _user_frame(fr.filename) and "site-packages" not in fr.filename.split(os.sep)[-3:-1]:
+            if _user_frame(fr.filename) and "site-packages" not in fr.filename:
                 loc = Location(fr.filename, fr.lineno or 0, (fr.line or "").strip())
                 break
     if loc is None:

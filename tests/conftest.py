@@ -1,0 +1,43 @@
+"""Shared fixtures. Snapshot tests compare against tests/snapshots/*.json; regenerate with
+``UNITCHECK_UPDATE_SNAPSHOTS=1 make test`` after an intended change and review the diff."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+warnings.filterwarnings("ignore")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+def assert_snapshot(name: str, data: Any) -> None:
+    path = SNAPSHOTS / f"{name}.json"
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if os.environ.get("UNITCHECK_UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.exists(), f"missing snapshot {path}; run with UNITCHECK_UPDATE_SNAPSHOTS=1 to create it"
+    expected = json.loads(path.read_text())
+    assert json.loads(text) == expected, f"snapshot {name} differs (UNITCHECK_UPDATE_SNAPSHOTS=1 to update)"
+
+
+def violation_summary(violations: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {"rule": v.rule, "node": v.node, "module": v.module, "message": v.message,
+         "units": {k: str(u) for k, u in v.units.items()}}
+        for v in violations
+    ]
+
+
+needs_hf = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")

@@ -1,0 +1,174 @@
+"""The ``unitcheck`` command line. Imports are lazy so ``--help`` and ``rules`` never load torch.
+
+Exit codes: 0 clean at the fail level, 1 violations, 2 usage error or a model that cannot be
+loaded or traced (one line on stderr; ``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXAMPLES = {
+    "lint": "unitcheck lint gpt\n  unitcheck lint hf:llama --set num_hidden_layers=4 --format sarif --output unitcheck.sarif\n  unitcheck lint my_model.py:build --input float32[8,3,32,32] --fail-on warning",
+    "units": "unitcheck units gct\n  unitcheck units gpt --verify\n  unitcheck units gpt --format dot --output gpt.dot",
+    "rules": "unitcheck rules",
+    "rule": "unitcheck rule UC201",
+    "models": "unitcheck models",
+}
+
+
+class UsageError(Exception):
+    """A one-line problem with the command line or its inputs: exit code 2."""
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="bundled name, hf:<type>, file.py:factory, pkg.mod:factory, or a rewrite directory")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
+    p.add_argument("--input", action="append", default=[], metavar="SPEC", help="example input such as int64[2,64]<50257 or float32[8,3,32,32] (repeatable, positional order)")
+    p.add_argument("--tracer", choices=["auto", "export", "fx"], default="auto", help="capture method (default: torch.export, symbolic tracing as fallback)")
+    p.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.unitcheck] from (default: found by walking up)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="unitcheck",
+        description="Static unit checking for PyTorch models (neural dimensional analysis).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
+    )
+    parser.add_argument("--version", action="version", version=f"unitcheck {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help_, description=help_, epilog="example:\n  " + EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    p = add("lint", "trace a model, infer units and report scale-inconsistent interfaces")
+    _add_model_args(p)
+    p.add_argument("--format", choices=["text", "json", "sarif", "junit", "github"], default="text")
+    p.add_argument("--select", help="comma-separated codes or prefixes to report (default: all but opt-in)")
+    p.add_argument("--ignore", help="comma-separated codes or prefixes to drop")
+    p.add_argument("--fail-on", choices=["error", "warning", "never"], default=None, help="lowest severity that makes the exit code 1 (default: error)")
+    p.add_argument("--baseline", metavar="FILE", help="report and fail only on violations not in this baseline")
+    p.add_argument("--write-baseline", metavar="FILE", help="record the current violations as a baseline")
+    p.add_argument("--verbose", "-v", action="store_true", help="also print notes (floors, fallbacks)")
+
+    p = add("units", "per-node forward and gradient units")
+    _add_model_args(p)
+    p.add_argument("--format", choices=["text", "json", "dot"], default="text")
+    p.add_argument("--verify", action="store_true", help="also run the equivariance oracle and the radial fingerprint (SPEC 7)")
+
+    add("rules", "list rule codes with one-line docs")
+    p = add("rule", "print one rule's documentation")
+    p.add_argument("code")
+    add("models", "list bundled models")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(_dispatch(args))
+    except KeyboardInterrupt:
+        print("unitcheck: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if args.debug:
+            raise
+        kind = _known_error(err)
+        if kind is None:
+            print(f"unitcheck: internal error: {type(err).__name__}: {err} (rerun with --debug)", file=sys.stderr)
+            return 3
+        print(f"unitcheck: {_one_line(str(err))}", file=sys.stderr)
+        return 2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:2000]
+
+
+def _known_error(err: BaseException) -> str | None:
+    names = {c.__name__ for c in type(err).__mro__}
+    for known in ("UsageError", "ModelSpecError", "TraceError", "UnitParseError", "ConfigError",
+                  "BaselineError", "OracleError", "HFError", "RewriteError", "FileNotFoundError",
+                  "ValueError", "KeyError"):
+        if known in names:
+            return known
+    return None
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "rules":
+        return _cmd_rules()
+    if args.command == "rule":
+        return _cmd_rule(args.code)
+    if args.command == "models":
+        return _cmd_models()
+    if args.command == "lint":
+        from .commands.lint import run
+
+        return run(args)
+    if args.command == "units":
+        from .commands.units import run
+
+        return run(args)
+    raise UsageError(f"unknown command {args.command}")
+
+
+def _cmd_rules() -> int:
+    from .codes import CODES
+
+    for c in CODES.values():
+        flag = " (opt-in)" if c.opt_in else ""
+        print(f"{c.code}  {c.severity:<7}  {c.name:<24} {c.summary}{flag}")
+    return 0
+
+
+def _cmd_rule(code: str) -> int:
+    from .codes import CODES
+
+    c = CODES.get(code.upper())
+    if c is None:
+        raise UsageError(f"unknown rule code {code!r}; `unitcheck rules` lists them")
+    print(f"# {c.code} ({c.name})\n\nSeverity: {c.severity}. Status: {c.status}.\n")
+    print(c.doc)
+    return 0
+
+
+def _cmd_models() -> int:
+    from .models import MODELS
+
+    for name, desc in MODELS.items():
+        print(f"{name:<8} {desc}")
+    print("\nAlso: hf:<model_type> (any transformers architecture, random weights), file.py:factory, pkg.module:factory")
+    return 0
+
+
+def write_output(text: str, path: str | None) -> None:
+    """Write atomically: a temporary file in the same directory, then rename."""
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        return
+    from .fsutil import atomic_write_text
+
+    atomic_write_text(path, text)
+
+
+def load(args: argparse.Namespace) -> Any:
+    from .loader import load_model, parse_sets
+
+    return load_model(args.model, parse_sets(args.set), args.input or None)
+

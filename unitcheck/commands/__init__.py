@@ -1,0 +1,1 @@
+"""One module per CLI subcommand that needs torch (imported lazily)."""

@@ -1,0 +1,100 @@
+"""``unitcheck units MODEL [--verify]``: per-node forward and gradient units."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..cli import load, write_output
+
+
+def _fmt(u: Any) -> str | None:
+    if u is None:
+        return None
+    if isinstance(u, tuple):
+        return "(" + ", ".join(str(_fmt(x)) for x in u) + ")"
+    return str(u)
+
+
+def node_rows(ug: Any) -> list[dict[str, Any]]:
+    from ..graphs import op_name
+    from ..tracer import module_path
+
+    rows = []
+    for n in ug.graph.nodes:
+        if n.op == "output":
+            continue
+        leaf = ug.traced.leaves.get(n.name)
+        rows.append({
+            "node": n.name,
+            "op": leaf.kind if leaf else op_name(n),
+            "module": (leaf.name if leaf else module_path(n)),
+            "unit": _fmt(n.meta.get("unit")),
+            "grad_unit": _fmt(n.meta.get("grad_unit")),
+            "violation": n.meta.get("unit_violation"),
+        })
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..infer import infer_units
+
+    cfg = load_config(args.config)
+    loaded = load(args)
+    ug = infer_units(loaded.model, loaded.inputs, declare=cfg.declare or None, method=args.tracer)
+    oracle_json = None
+    result = None
+    if args.verify:
+        from ..oracle import verify
+
+        result = verify(loaded.model, loaded.inputs, with_fingerprint=ug.loss_node is not None,
+                        declare=cfg.declare or None, method=args.tracer)
+        oracle_json = result.to_json()
+    if args.format == "dot":
+        from ..report.dot import render_dot
+
+        text = render_dot(ug, loaded.name)
+    elif args.format == "json":
+        data: dict[str, Any] = {
+            "model": loaded.name,
+            "loss_unit": _fmt(ug.loss_unit),
+            "coverage": ug.coverage,
+            "generators": ug.generators(),
+            "nodes": node_rows(ug),
+        }
+        if oracle_json is not None:
+            data["oracle"] = oracle_json
+        text = json.dumps(data, indent=2) + "\n"
+    else:
+        rows = node_rows(ug)
+        w_node = max(len(r["node"]) for r in rows)
+        w_op = max(len(r["op"]) for r in rows)
+        lines = [f"{'node':<{w_node}}  {'op':<{w_op}}  unit  |  gradient unit"]
+        for r in rows:
+            mark = f"  <- {r['violation']}" if r["violation"] else ""
+            lines.append(f"{r['node']:<{w_node}}  {r['op']:<{w_op}}  {r['unit']}  |  {r['grad_unit']}{mark}")
+        lines.append(f"\nloss unit: {_fmt(ug.loss_unit)}; coverage {ug.coverage:.1%}; "
+                     f"{len(ug.violations)} violation(s)")
+        if result is not None:
+            lines.append(_oracle_text(result))
+        text = "\n".join(lines) + "\n"
+    write_output(text, args.output)
+    if result is not None and not result.ok:
+        return 1
+    return 0
+
+
+def _oracle_text(r: Any) -> str:
+    out = [
+        f"oracle: local checked {r.checked}, agreed {r.agreed}; violations {r.violations}, confirmed "
+        f"{r.confirmed}; global checked {r.global_checked}, agreed {r.global_agreed}; gradients "
+        f"checked {r.grad_checked}, agreed {r.grad_agreed}"
+    ]
+    if r.fingerprint is not None:
+        m = sum(x.match for x in r.fingerprint)
+        out.append(f"fingerprint: {m}/{len(r.fingerprint)} generators match")
+    for d in r.disagreements[:20]:
+        out.append(f"  disagreement: {d}")
+    return "\n".join(out)

@@ -1,0 +1,39 @@
+"""Atomic writes: nothing a user wrote (reports, baselines, checkpoints) is left half-written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+__all__ = ["atomic_write_text", "atomic_write", "atomic_path"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` (os.replace)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | os.PathLike[str], writer: Callable[[IO[Any]], None], binary: bool = False) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb" if binary else "w") as fh:
+        writer(fh)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    atomic_write(path, lambda fh: fh.write(text))
