@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from unitcheck.models import build
+
 from unitcheck import oracle
 from unitcheck.codes import CODES
 from unitcheck.infer import infer_units
-from unitcheck.models import build
 
 
 def main() -> None:

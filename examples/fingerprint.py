@@ -7,8 +7,9 @@ loss unit and no violating op consumed a value carrying g.
 
 from __future__ import annotations
 
-from unitcheck import oracle
 from unitcheck.models import build, names
+
+from unitcheck import oracle
 
 
 def main() -> None:

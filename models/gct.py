@@ -94,25 +94,28 @@ class Block(nn.Module):
         return h
 
 
+class Transformer(nn.Module):
+    def __init__(self, cfg: GCTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.pos == "learned" else None
+        self.h = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+
+
 class GCT(nn.Module):
     __units__ = {"logit_gain": "1"}
 
     def __init__(self, cfg: GCTConfig) -> None:
         super().__init__()
         self.config = cfg
-        tables = dict(wte=nn.Embedding(cfg.vocab_size, cfg.n_embd))
-        if cfg.pos == "learned":
-            tables["wpe"] = nn.Embedding(cfg.block_size, cfg.n_embd)
-        self.transformer = nn.ModuleDict(
-            dict(**tables, h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]))
-        )
+        self.transformer = Transformer(cfg)
         self.logit_gain = nn.Parameter(torch.tensor(1.0))
         init_gpt_style(self, cfg.n_layer)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
         T = idx.size(1)
         h = canonical(self.transformer.wte(idx))
-        if self.config.pos == "learned":
+        if self.transformer.wpe is not None:
             pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
             h = canonical(h + canonical(self.transformer.wpe(pos)))
         for block in self.transformer.h:

@@ -46,6 +46,9 @@ class RMSNorm(nn.Module):
 class Rotary(nn.Module):
     """Rotary position tables as non-persistent buffers (fixed, hence dimensionless)."""
 
+    cos: torch.Tensor
+    sin: torch.Tensor
+
     def __init__(self, head_dim: int, max_len: int, base: float = 10000.0) -> None:
         super().__init__()
         inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))

@@ -86,18 +86,20 @@ class Block(nn.Module):
         return justnorm(a + self._lr(self.mlp_alpha) * (b - a))
 
 
+class Transformer(nn.Module):
+    def __init__(self, cfg: NGPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.h = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+
+
 class NGPT(nn.Module):
     __units__ = {"transformer.wte.weight": "1", "lm_head.weight": "1", "sz": "1"}
 
     def __init__(self, cfg: NGPTConfig) -> None:
         super().__init__()
         self.config = cfg
-        self.transformer = nn.ModuleDict(
-            dict(
-                wte=nn.Embedding(cfg.vocab_size, cfg.n_embd),
-                h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
-            )
-        )
+        self.transformer = Transformer(cfg)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         base = 1.0 / math.sqrt(cfg.n_embd)
         self.sz_scale = (1.0, base)
@@ -113,6 +115,7 @@ class NGPT(nn.Module):
         self.transformer.wte.weight.copy_(justnorm(self.transformer.wte.weight, 1))
         self.lm_head.weight.copy_(justnorm(self.lm_head.weight, 1))
         for b in self.transformer.h:
+            assert isinstance(b, Block)
             for lin in (b.query, b.key, b.value, b.c_fc):
                 lin.weight.copy_(justnorm(lin.weight, 1))
             for lin in (b.att_c_proj, b.mlp_c_proj):

@@ -92,7 +92,7 @@ def matmul(ctx: RuleContext) -> UnitValue:
     Fix: none.
     """
     if ctx.node.target in ops("chain_matmul.default", "linalg_multi_dot.default"):
-        return product(ctx, list(ctx.args[0]))
+        return product(ctx, list(ctx.args[0]))  # type: ignore[arg-type]
     return product(ctx, [ctx.args[0], ctx.args[1]])
 
 

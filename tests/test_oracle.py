@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from unitcheck.models import build
 
 from unitcheck import oracle, registry
 from unitcheck.infer import RuleContext
-from unitcheck.models import build
 from unitcheck.values import UnitValue
 
 aten = torch.ops.aten

@@ -3,9 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from unitcheck.models import build
 
 from unitcheck.infer import infer_units
-from unitcheck.models import build
 from unitcheck.tracer import TraceError, location, module_path, trace
 
 

@@ -29,7 +29,7 @@ _RUN_AS = {_aten.view.default: _aten.reshape.default, _aten._unsafe_view.default
 
 def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if node.op == "call_function":
-        target = _RUN_AS.get(node.target, node.target)  # type: ignore[arg-type]
+        target: Any = _RUN_AS.get(node.target, node.target)  # type: ignore[call-overload]
         return target(*args, **kwargs)
     if node.op == "call_method":
         obj, *rest = args

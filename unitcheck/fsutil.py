@@ -30,7 +30,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         raise
 
 
-def atomic_write(path: str | os.PathLike[str], writer: Callable[[IO[Any]], None], binary: bool = False) -> None:
+def atomic_write(path: str | os.PathLike[str], writer: Callable[[IO[Any]], object], binary: bool = False) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb" if binary else "w") as fh:
         writer(fh)
 

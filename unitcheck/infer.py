@@ -132,9 +132,9 @@ class RuleContext:
         """Same-unit constraint over raw operands (SPEC 3): binds variables, finds mismatches."""
         concrete: list[tuple[Any, Unit]] = []
         variables: list[Var] = []
-        literals: list[tuple[int, float]] = []
+        literals: list[float] = []
         any_poly = False
-        for i, a in enumerate(operands):
+        for a in operands:
             v = self.u(a)
             if v is None:
                 continue
@@ -142,7 +142,7 @@ class RuleContext:
                 if v.is_poly:
                     any_poly = True
                 else:
-                    literals.append((i, v.value))
+                    literals.append(v.value)
             elif isinstance(v, Poly):
                 any_poly = True
             elif isinstance(v, Index):
@@ -172,7 +172,7 @@ class RuleContext:
         else:
             return Combined(POLY if any_poly else DIMENSIONLESS)
         result = Combined(target)
-        for i, lit in literals:
+        for lit in literals:
             if isinstance(target, Unit) and target.is_dimensionless:
                 continue
             if floors and abs(lit) <= self.engine.floor_eps:
@@ -453,7 +453,11 @@ class UnitPropagation:
             self.notes.append(v)
         else:
             self.violations.append(v)
-            if code != "UC901":
+            if code == "UC901":
+                node.meta["unit_unknown"] = True
+            elif role == "loss":
+                node.meta["unit_interface"] = code  # the op is equivariant; its result is not allowed
+            else:
                 node.meta["unit_violation"] = code
 
     # -- leaves ---------------------------------------------------------------------------
@@ -572,10 +576,14 @@ class UnitPropagation:
     def _gradients(self, loss_unit: Unit | None) -> None:
         """Prop. 1: u(grad v) = u(L) - u(v); a probe loss <out, R> is dimensionless."""
         lu = loss_unit if loss_unit is not None else DIMENSIONLESS
+        memo: dict[Unit, Unit] = {}  # many nodes share a unit: divide once per distinct unit
 
         def dual(u: UnitValue) -> UnitValue:
             if isinstance(u, Unit):
-                return lu / u
+                d = memo.get(u)
+                if d is None:
+                    d = memo[u] = lu / u
+                return d
             if isinstance(u, Poly):
                 return lu
             if isinstance(u, tuple):

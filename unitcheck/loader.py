@@ -169,6 +169,7 @@ def load_model(
         from .hf import HFError, build
 
         extra = {k: sets.pop(k) for k in ("batch", "seq", "seed") if k in sets}
+        example: Any
         try:
             model, example = build(spec[3:], sets, device=device, **extra)
         except HFError as err:

@@ -304,6 +304,8 @@ def _local(ug: UnitGraph, env: Mapping[fx.Node, Any], res: OracleResult, rng: ra
             res.agreed += 1
         else:
             res.disagreements.append(Disagreement("local", node.name, _op(node), _fmt(unit), why))
+        if node.meta.get("unit_interface"):
+            _confirm_interface(node, base, scaled, res)
 
 
 def _compare_tree(actual: Any, expected: Any, unit: Any) -> tuple[bool, str]:
@@ -340,6 +342,18 @@ def _confirm(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], res: Orac
             Disagreement("violation", node.name, _op(node), node.meta.get("unit_violation", ""),
                          "reported as a violation but the node is equivariant under the draw")
         )
+
+
+def _confirm_interface(node: fx.Node, base: Any, scaled: Any, res: OracleResult) -> None:
+    """A loss that is not dimensionless: its value must change under the draw (L' != L)."""
+    res.violations += 1
+    b, a = _floats(base), _floats(scaled)
+    if b and a and not close(a[0], b[0])[0]:
+        res.confirmed += 1
+    else:
+        res.disagreements.append(Disagreement("violation", node.name, _op(node),
+                                              node.meta.get("unit_interface", ""),
+                                              "the loss is invariant under the draw"))
 
 
 def _confirm_index(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], res: OracleResult,
@@ -383,10 +397,15 @@ def _downstream_violation(ug: UnitGraph) -> set[fx.Node]:
     tainted: set[fx.Node] = set()
     for node in reversed(list(ug.graph.nodes)):
         for u in node.users:
-            if u.meta.get("unit_violation") or u in tainted:
+            if _opaque_source(u) or u in tainted:
                 tainted.add(node)
                 break
     return tainted
+
+
+def _opaque_source(node: fx.Node) -> bool:
+    """A violation or an op with no rule: its output's scaling is unknown."""
+    return bool(node.meta.get("unit_violation") or node.meta.get("unit_unknown"))
 
 
 def _upstream_violation(ug: UnitGraph) -> set[fx.Node]:
@@ -395,7 +414,7 @@ def _upstream_violation(ug: UnitGraph) -> set[fx.Node]:
     judge these nodes."""
     tainted: set[fx.Node] = set()
     for node in ug.graph.nodes:
-        if node.meta.get("unit_violation") or any(p in tainted for p in node.all_input_nodes):
+        if _opaque_source(node) or any(p in tainted for p in node.all_input_nodes):
             tainted.add(node)
     return tainted
 
@@ -447,6 +466,8 @@ def _global(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
     if loss_node is None:
         outs = [o for o in ug.traced.output_nodes() if isinstance(o, fx.Node)]
         val = outs[0].meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise OracleError("the model's first output is not a tensor; return a tensor or a loss")
         gen = torch.Generator().manual_seed(7)
         probe = torch.randn(tuple(val.shape), generator=gen, dtype=torch.float64)
         u = outs[0].meta.get("unit")
@@ -454,9 +475,16 @@ def _global(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
     base_env, base_grads = _run_with_grads(ug, _leaf_values(ug, None), None, loss_node, probe, probe_unit)
     env, grads = _run_with_grads(ug, _leaf_values(ug, g), g, loss_node, probe, probe_unit)
     loss_unit = ug.loss_unit if loss_node is not None else Unit()
-    grads_ok = loss_unit is not None and not loss_unit.is_opaque
-    tainted = _downstream_violation(ug) if grads_ok else set()
     upstream = _upstream_violation(ug)
+    end = loss_node if loss_node is not None else next(
+        o for o in ug.traced.output_nodes() if isinstance(o, fx.Node))
+    end_unit = end.meta.get("unit")
+    # Prop. 1 needs an invariant loss: not opaque, and not computed from a violation's output
+    grads_ok = (
+        loss_unit is not None and not loss_unit.is_opaque and end not in upstream
+        and not (isinstance(end_unit, Unit) and end_unit.is_opaque)
+    )
+    tainted = _downstream_violation(ug) if grads_ok else set()
     for node in ug.graph.nodes:
         if node.op == "output" or node in upstream:
             continue
@@ -521,6 +549,19 @@ def fingerprint(model: nn.Module, example_inputs: Any, *, seed: int = 0, **infer
     return fingerprint_graph(ug)
 
 
+def _loss_along(ug: UnitGraph, leaves: dict[str, Any], gen: str, members: list[tuple[str, float]], c: float) -> float:
+    """The loss with every leaf carrying ``gen`` (and every floor) rescaled by c^exponent."""
+    gmap = {gen: c}
+    vals = dict(leaves)
+    for name, _ in members:
+        vals[name] = _scale(leaves[name], _node(ug, name).meta.get("unit"), gmap)
+    torch.manual_seed(1234)
+    with torch.no_grad():
+        out = run_graph(ug.traced, vals, floor_factor=lambda u: u.character(gmap))
+    assert ug.loss_node is not None
+    return float(out[ug.loss_node])
+
+
 def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -> list[FingerprintRow]:
     loss_node = ug.loss_node
     if loss_node is None:
@@ -549,26 +590,16 @@ def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -
                 by_gen.setdefault(gen, []).append((name, float(e)))
     rows: list[FingerprintRow] = []
     for gen, members in sorted(by_gen.items()):
-        def loss_at(c: float) -> float:
-            gmap = {gen: c}
-            vals = dict(leaves)
-            for name, _ in members:
-                vals[name] = _scale(leaves[name], _node(ug, name).meta.get("unit"), gmap)
-            torch.manual_seed(1234)
-            with torch.no_grad():
-                out = run_graph(ug.traced, vals, floor_factor=lambda u: u.character(gmap))
-            return float(out[loss_node])
-
-        rate = (loss_at(1 + h) - loss_at(1 - h)) / (2 * h)
+        rate = (_loss_along(ug, leaves, gen, members, 1 + h) - _loss_along(ug, leaves, gen, members, 1 - h)) / (2 * h)
         denom = 0.0
         radial = 0.0
-        for name, e in members:
+        for name, ex in members:
             gr = grads.get(name)
             if gr is None:
                 continue
             w = leaves[name]
-            denom += abs(e) * float(w.norm()) * float(gr.norm())
-            radial += e * float((w * gr).sum())
+            denom += abs(ex) * float(w.norm()) * float(gr.norm())
+            radial += ex * float((w * gr).sum())
         denom = denom if denom > 0 else 1e-300
         rows.append(
             FingerprintRow(

@@ -253,22 +253,22 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     params = dict(model.named_parameters(remove_duplicate=False))
     buffers = dict(model.named_buffers(remove_duplicate=False))
     flat_inputs = pytree.tree_leaves((args, kwargs), is_leaf=lambda x: x is None)
-    user_specs = [s for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     leaves: dict[str, Leaf] = {}
     user_index = 0
     for spec in ep.graph_signature.input_specs:
-        arg_name = getattr(spec.arg, "name", None)
+        arg_name = str(getattr(spec.arg, "name", ""))
+        target = str(spec.target)
         kind = spec.kind.name
         if kind == "PARAMETER":
-            p = params[spec.target]
-            leaves[arg_name] = Leaf("param", names.get(id(p), spec.target), p)
+            p = params[target]
+            leaves[arg_name] = Leaf("param", names.get(id(p), target), p)
         elif kind == "BUFFER":
-            b = buffers.get(spec.target)
+            b = buffers.get(target)
             if b is None:
-                b = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-            leaves[arg_name] = Leaf("buffer", names.get(id(b), spec.target), b)
+                b = ep.state_dict[target] if target in ep.state_dict else ep.constants[target]
+            leaves[arg_name] = Leaf("buffer", names.get(id(b), target), b)
         elif kind == "CONSTANT_TENSOR":
-            leaves[arg_name] = Leaf("constant", spec.target, ep.constants[spec.target])
+            leaves[arg_name] = Leaf("constant", target, ep.constants[target])
         elif kind == "USER_INPUT":
             value = flat_inputs[user_index] if user_index < len(flat_inputs) else None
             user_index += 1
@@ -276,7 +276,6 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
                 leaves[arg_name] = Leaf("input", arg_name, value)
         else:
             raise TraceError(f"unsupported graph input kind {kind} ({arg_name})")
-    del user_specs
     placeholders = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
     leaves = {k: v for k, v in leaves.items() if k in placeholders}
     return TracedGraph(gm, "export", leaves, model, args, kwargs)

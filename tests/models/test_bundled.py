@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from unitcheck.models import build, names
 
 from unitcheck import oracle
 from unitcheck.infer import infer_units
-from unitcheck.models import build, names
 
 from ..conftest import assert_snapshot, violation_summary
 

@@ -1,0 +1,217 @@
+"""One small fixture model per rule family: each shows a violation and, where useful, its fix."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from unitcheck.models.layers import canonical
+
+Fixture = Callable[[], tuple[nn.Module, Any]]
+FIXTURES: dict[str, Fixture] = {}
+
+
+def fixture(name: str) -> Callable[[Fixture], Fixture]:
+    def deco(fn: Fixture) -> Fixture:
+        FIXTURES[name] = fn
+        return fn
+
+    return deco
+
+
+def _g(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+class TwoTables(nn.Module):  # UC101
+    def __init__(self, canonicalise: bool) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(10, 8), nn.Embedding(6, 8)
+        self.canonicalise = canonicalise
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(ids.size(1))
+        if self.canonicalise:
+            return canonical(canonical(self.tok(ids)) + canonical(self.pos(pos)))
+        return self.tok(ids) + self.pos(pos)
+
+
+@fixture("uc101_two_tables")
+def _uc101() -> tuple[nn.Module, Any]:
+    return TwoTables(False), torch.randint(0, 10, (2, 6), generator=_g())
+
+
+@fixture("uc101_fixed_by_canonicaliser")
+def _uc101_ok() -> tuple[nn.Module, Any]:
+    return TwoTables(True), torch.randint(0, 10, (2, 6), generator=_g())
+
+
+class Residual(nn.Module):  # UC102
+    def __init__(self) -> None:
+        super().__init__()
+        self.branch = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.branch(x)
+
+
+@fixture("uc102_residual")
+def _uc102() -> tuple[nn.Module, Any]:
+    return Residual(), torch.randn(2, 8, generator=_g())
+
+
+class PlusOne(nn.Module):  # UC103, and a floor (UC902) that is fine
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + 1.0) * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+@fixture("uc103_literal_and_uc902_floor")
+def _uc103() -> tuple[nn.Module, Any]:
+    return PlusOne(), torch.randn(2, 8, generator=_g())
+
+
+class ExplicitAttention(nn.Module):  # UC201 via softmax over q k^T that weights v
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).split(8, dim=-1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(8)
+        mask = torch.ones(x.size(1), x.size(1)).tril() == 0
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        return att @ v
+
+
+@fixture("uc201_explicit_attention")
+def _uc201() -> tuple[nn.Module, Any]:
+    return ExplicitAttention(), torch.randn(2, 5, 8, generator=_g())
+
+
+class FusedAttention(nn.Module):  # UC201 fixed: canonical q, k with a dimensionless gain
+    __units__ = {"gain": "1"}
+
+    def __init__(self, fixed: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.gain = nn.Parameter(torch.ones(()))
+        self.fixed = fixed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).split(8, dim=-1)
+        if self.fixed:
+            q, k = canonical(q) * self.gain, canonical(k)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+@fixture("uc201_sdpa")
+def _uc201_sdpa() -> tuple[nn.Module, Any]:
+    return FusedAttention(False), torch.randn(2, 5, 8, generator=_g())
+
+
+@fixture("uc201_sdpa_fixed")
+def _uc201_sdpa_fixed() -> tuple[nn.Module, Any]:
+    return FusedAttention(True), torch.randn(2, 5, 8, generator=_g())
+
+
+class Activations(nn.Module):  # UC202 and UC204
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return F.silu(h) + torch.exp(x) + F.gelu(canonical(h))
+
+
+@fixture("uc202_uc204_activations")
+def _uc202() -> tuple[nn.Module, Any]:
+    return Activations(), torch.randn(2, 8, generator=_g())
+
+
+class Router(nn.Module):  # UC203
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.router(x), dim=-1)
+
+
+@fixture("uc203_router_softmax")
+def _uc203() -> tuple[nn.Module, Any]:
+    return Router(), torch.randn(2, 8, generator=_g())
+
+
+class Classifier(nn.Module):  # UC301
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.head(canonical(x)), y)
+
+
+@fixture("uc301_logits")
+def _uc301() -> tuple[nn.Module, Any]:
+    return Classifier(), (torch.randn(4, 8, generator=_g()), torch.randint(0, 5, (4,), generator=_g()))
+
+
+class Regression(nn.Module):  # UC302 and UC303
+    def __init__(self, weighted: bool) -> None:
+        super().__init__()
+        self.weighted = weighted
+
+    def forward(self, u: torch.Tensor, g: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        boundary = (u - g).pow(2).mean()
+        residual = (u * u - f).pow(2).mean()
+        if self.weighted:  # lambda_i = alpha_i / S_i with u(S_i) = u(L_i)
+            return boundary / g.pow(2).mean().detach() + residual / f.pow(2).mean().detach()
+        return boundary + residual
+
+
+def _pinn_inputs() -> Any:
+    g = _g()
+    return torch.randn(16, generator=g), torch.randn(16, generator=g), torch.randn(16, generator=g)
+
+
+@fixture("uc303_loss_terms")
+def _uc303() -> tuple[nn.Module, Any]:
+    return Regression(False), _pinn_inputs()
+
+
+@fixture("uc303_fixed_by_loss_weights")
+def _uc303_ok() -> tuple[nn.Module, Any]:
+    return Regression(True), _pinn_inputs()
+
+
+class MSELoss(nn.Module):  # UC302
+    def forward(self, pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(pred, y)
+
+
+@fixture("uc302_unitful_loss")
+def _uc302() -> tuple[nn.Module, Any]:
+    g = _g()
+    return MSELoss(), (torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g))
+
+
+class Determinant(nn.Module):  # UC901: no rule for linalg_det
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.linalg.det(x))
+
+
+@fixture("uc901_unknown_op")
+def _uc901() -> tuple[nn.Module, Any]:
+    return Determinant(), torch.randn(2, 3, 3, generator=_g())
+
+
+INPUT_UNITS: dict[str, dict[str, str]] = {
+    "uc302_unitful_loss": {"pred": "in:y"},
+    "uc303_loss_terms": {"g": "in:u", "f": "in:u^2"},
+    "uc303_fixed_by_loss_weights": {"g": "in:u", "f": "in:u^2"},
+}
