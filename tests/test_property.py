@@ -55,8 +55,10 @@ GRAMMAR: list[Op] = [
     ("transpose_roundtrip", 1, None, lambda n, p, a: a.transpose(1, 2).contiguous().transpose(1, 2)),
     ("cat_split", 2, None, lambda n, p, a, b: torch.cat([a, b], dim=-1)[..., :D] * 2),
     ("stack_sum", 2, None, lambda n, p, a, b: torch.stack([a, b]).sum(0)),
-    ("where_positive", 2, None, lambda n, p, a, b: torch.where(a > 0, a, b)),
-    ("maximum", 2, None, lambda n, p, a, b: torch.maximum(a, b)),
+    # a fixed checkerboard condition selects from both operands whatever their signs, so the
+    # oracle can always observe a mismatch (a sign-based condition on abs(x) would not)
+    ("where_mask", 2, None, lambda n, p, a, b: torch.where(torch.arange(D) % 2 == 0, a, b)),
+    ("clamp_min0", 1, None, lambda n, p, a: a.clamp(min=0.0)),
     ("linear", 1, (D, D), lambda n, p, a: F.linear(a, p)),
     ("linear_bias", 1, (D, D), lambda n, p, a: F.linear(a, p, n.bias_for(p))),
     ("einsum", 1, (D, D), lambda n, p, a: torch.einsum("btd,de->bte", a, p)),

@@ -31,6 +31,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tracer", choices=["auto", "export", "fx"], default="auto", help="capture method (default: torch.export, symbolic tracing as fallback)")
     p.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.unitcheck] from (default: found by walking up)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
+    p.add_argument("--device", choices=["meta", "cpu"], default=None, help="where to build the model: meta (default for static checks: no weights allocated) or cpu")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,8 +168,12 @@ def write_output(text: str, path: str | None) -> None:
     atomic_write_text(path, text)
 
 
-def load(args: argparse.Namespace) -> Any:
+def load(args: argparse.Namespace, real: bool = False) -> Any:
+    """Resolve MODEL; static commands build on the meta device unless asked otherwise."""
     from .loader import load_model, parse_sets
 
-    return load_model(args.model, parse_sets(args.set), args.input or None)
+    device = args.device or ("cpu" if real else "meta")
+    if real and device == "meta":
+        raise UsageError("--verify runs the model on real values: drop --device meta")
+    return load_model(args.model, parse_sets(args.set), args.input or None, device=device)
 

@@ -63,7 +63,7 @@ def parse_value(text: str) -> Any:
 def _quiet() -> Iterator[None]:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    loggers = [logging.getLogger("transformers")]
+    loggers = [logging.getLogger(n) for n in ("transformers", "torchao", "torch.utils._pytree", "torch")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)

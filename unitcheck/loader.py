@@ -87,7 +87,20 @@ def parse_sets(items: Sequence[str] | None) -> dict[str, Any]:
     return out
 
 
-def _bundled(name: str, sets: Mapping[str, Any]) -> LoadedModel:
+def _on(device: str) -> Any:
+    """Build under a default device: ``meta`` allocates no weights (static linting)."""
+    import contextlib
+
+    return torch.device(device) if device != "cpu" else contextlib.nullcontext()
+
+
+def _move(inputs: Any, device: str) -> Any:
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, inputs)
+
+
+def _bundled(name: str, sets: Mapping[str, Any], device: str = "cpu") -> LoadedModel:
     from .models import config_class
     from .models import module as model_module
 
@@ -100,10 +113,11 @@ def _bundled(name: str, sets: Mapping[str, Any]) -> LoadedModel:
                 f"bundled model {name!r} has no config field {key!r} (fields: {', '.join(sorted(fields))})"
             )
     try:
-        model, inputs = model_module(name).build(**sets)
+        with _on(device):
+            model, inputs = model_module(name).build(**sets)
     except (TypeError, ValueError, AssertionError, RuntimeError) as err:
         raise ModelSpecError(f"cannot build {name!r} with {dict(sets)}: {err}") from None
-    return LoadedModel(name, model, inputs, "bundled")
+    return LoadedModel(name, model, _move(inputs, device), "bundled")
 
 
 def _import_factory(spec: str) -> Any:
@@ -137,10 +151,21 @@ def _import_factory(spec: str) -> Any:
     return getattr(module, attr)
 
 
-def _from_factory(spec: str, sets: Mapping[str, Any], inputs: Sequence[str] | None) -> LoadedModel:
+def _from_factory(spec: str, sets: Mapping[str, Any], inputs: Sequence[str] | None, device: str = "cpu") -> LoadedModel:
     factory = _import_factory(spec)
     try:
-        made = factory(**sets) if callable(factory) and not isinstance(factory, nn.Module) else factory
+        if not callable(factory) or isinstance(factory, nn.Module):
+            made = factory
+        elif device == "cpu":
+            made = factory(**sets)
+        else:
+            try:
+                with _on(device):
+                    made = factory(**sets)
+            except (TypeError, ValueError):
+                raise
+            except Exception:  # the factory needs real tensors (a checkpoint, data): build on CPU
+                made = factory(**sets)
     except TypeError as err:
         raise ModelSpecError(f"factory {spec} rejected the arguments {dict(sets)}: {err}") from None
     except Exception as err:
@@ -154,7 +179,8 @@ def _from_factory(spec: str, sets: Mapping[str, Any], inputs: Sequence[str] | No
         example = tuple(parse_input_spec(s, seed=i) for i, s in enumerate(inputs))
     if example is None:
         raise ModelSpecError(f"factory {spec} gave no example inputs: pass --input, e.g. --input float32[8,16]")
-    return LoadedModel(spec, made, example, "factory")
+    on_meta = any(t.device.type == "meta" for t in made.parameters())
+    return LoadedModel(spec, made, _move(example, "meta" if on_meta else "cpu"), "factory")
 
 
 def load_model(
@@ -163,7 +189,11 @@ def load_model(
     inputs: Sequence[str] | None = None,
     device: str = "cpu",
 ) -> LoadedModel:
-    """Resolve a MODEL spec; raises ModelSpecError with a one-line reason."""
+    """Resolve a MODEL spec; raises ModelSpecError with a one-line reason.
+
+    ``device="meta"`` builds without allocating weights: enough for static linting of a model of
+    any size; the oracle and training need ``"cpu"`` (or a GPU).
+    """
     sets = dict(sets or {})
     if spec.startswith("hf:"):
         from .hf import HFError, build
@@ -176,20 +206,20 @@ def load_model(
             raise ModelSpecError(str(err)) from None
         if inputs:
             example = tuple(parse_input_spec(s, seed=i) for i, s in enumerate(inputs))
-        return LoadedModel(spec, model, example, "hf")
+        return LoadedModel(spec, model, _move(example, device), "hf")
     if os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "unitcheck.json")):
         from .rewrite.save import load_rewritten
 
         model, example = load_rewritten(spec)
         return LoadedModel(spec, model, example, "rewrite")
     if ":" in spec:
-        return _from_factory(spec, sets, inputs)
+        return _from_factory(spec, sets, inputs, device)
     from .models import MODELS
 
     if spec in MODELS:
-        loaded = _bundled(spec, sets)
+        loaded = _bundled(spec, sets, device)
         if inputs:
-            loaded.inputs = tuple(parse_input_spec(s, seed=i) for i, s in enumerate(inputs))
+            loaded.inputs = _move(tuple(parse_input_spec(s, seed=i) for i, s in enumerate(inputs)), device)
         return loaded
     if os.path.exists(spec):
         raise ModelSpecError(f"{spec} is not a model spec: use path/to/file.py:factory or a rewrite directory")

@@ -15,6 +15,7 @@ names the construct and the user's source line.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import re
@@ -189,12 +190,14 @@ def _decomposition_table() -> Any:
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """Export logs warnings and graph dumps on failure; the TraceError says what matters."""
-    loggers = [logging.getLogger(n) for n in ("torch", "torch._export", "torch.fx", "torch._dynamo")]
+    names = [n for n in logging.root.manager.loggerDict if n == "torch" or n.startswith("torch.")]
+    loggers = [logging.getLogger(n) for n in ["torch", *names]]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)
     try:
-        with warnings.catch_warnings():
+        # export prints the partial graph to stderr when it fails; the TraceError says what matters
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:

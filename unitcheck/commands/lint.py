@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from ..cli import load, write_output
 
@@ -33,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
 
         write_baseline(report, args.write_baseline)
     text = render(report, args.format, verbose=getattr(args, "verbose", False), fixed=fixed)
-    write_output(text, args.output)
+    if args.format == "text" and args.output in (None, "-") and sys.stdout.isatty() and "NO_COLOR" not in os.environ:
+        from ..report.text import print_colour
+
+        print_colour(text)
+    else:
+        write_output(text, args.output)
     fail_on = args.fail_on or cfg.fail_on
     return 1 if report.count_at_least(fail_on) else 0

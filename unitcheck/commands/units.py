@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from ..infer import infer_units
 
     cfg = load_config(args.config)
-    loaded = load(args)
+    loaded = load(args, real=args.verify)
     ug = infer_units(loaded.model, loaded.inputs, declare=cfg.declare or None, method=args.tracer)
     oracle_json = None
     result = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import linecache
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,9 +22,14 @@ def relpath(path: str, root: str | None = None) -> str:
     return path if rel.startswith("..") else rel
 
 
+def _column(file: str, line: int) -> int:
+    text = linecache.getline(file, line)
+    return len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+
+
 def _block(v: Violation, root: str | None) -> list[str]:
     loc = v.location
-    head = f"{relpath(loc.file, root)}:{loc.line}:1" if loc else "<unknown>"
+    head = f"{relpath(loc.file, root)}:{loc.line}:{_column(loc.file, loc.line)}" if loc else "<unknown>"
     lines = [f"{head}: {v.rule} [{v.severity}] {v.message}"]
     lines.append(f"  --> module: {v.module or '<root>'}  node: {v.node}  op: {v.op}")
     if loc and loc.code:
@@ -48,6 +55,26 @@ def render(report: Any, root: str | None = None, verbose: bool = False) -> str:
             out.append("")
     out.extend(summary_lines(report))
     return "\n".join(out) + "\n"
+
+
+_STYLES = [
+    (re.compile(r"^(\S+:\d+:\d+):", re.M), "bold"),
+    (re.compile(r"\bUC\d{3}\b"), "bold red"),
+    (re.compile(r"\[(error|warning|info)\]"), "yellow"),
+    (re.compile(r"^\s*= fix:.*$", re.M), "green"),
+    (re.compile(r"^\d+ \|.*$", re.M), "cyan"),
+]
+
+
+def print_colour(text: str) -> None:
+    """Print with colour on a terminal (rich); callers print plain text in pipes and CI."""
+    from rich.console import Console
+    from rich.text import Text
+
+    t = Text(text)
+    for pattern, style in _STYLES:
+        t.highlight_regex(pattern, style)
+    Console(highlight=False, soft_wrap=True).print(t, end="")
 
 
 def summary_lines(report: Any) -> list[str]:
