@@ -17,8 +17,10 @@ CANONICAL_EPS = 1e-6
 
 
 def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
-    """C(x) = x / sqrt(RMS(x)^2 + eps) over the last dimension: dimensionless for any unit of x."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    """C(x) = x / sqrt(RMS(x)^2 + eps) over the last dimension: dimensionless for any unit of x.
+
+    This is RMSNorm without a gain, so the fused kernel computes it."""
+    return F.rms_norm(x, (x.size(-1),), eps=eps)
 
 
 def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import operator
 
 import torch
+import torch.fx as fx
 
 from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
 from unitcheck.units import DIMENSIONLESS
-from unitcheck.values import INDEX, UnitValue
+from unitcheck.values import INDEX, POLY, UnitValue
 
 from ._util import funcs, ops
 
@@ -29,7 +30,10 @@ def add(ctx: RuleContext) -> UnitValue:
     Fix: canonicalise and orthogonalise the residual update (GCT).
     """
     name = "sub" if "sub" in str(ctx.node.target) else "add"
-    return ctx.same_unit([ctx.args[0], ctx.arg(1, "other")], name)
+    a, b = ctx.args[0], ctx.arg(1, "other")
+    if name == "sub" and a is b and isinstance(a, fx.Node):
+        return POLY  # x - x is identically zero: it stands beside any unit
+    return ctx.same_unit([a, b], name)
 
 
 @rule(ops("where", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod", "copysign",

@@ -17,6 +17,8 @@ EXAMPLES = {
     "rules": "unitcheck rules",
     "rule": "unitcheck rule UC201",
     "models": "unitcheck models",
+    "train": "unitcheck train --model gct --steps 600 --out-dir runs/gct\n  torchrun --nproc_per_node=2 -m unitcheck train --model gpt --steps 300\n  unitcheck train --model gpt --out-dir runs/gpt --resume",
+    "plot": "unitcheck plot runs/gpt runs/gct --out loss.png",
 }
 
 
@@ -68,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json", "dot"], default="text")
     p.add_argument("--verify", action="store_true", help="also run the equivariance oracle and the radial fingerprint (SPEC 7)")
 
+    p = add("train", "train a bundled or rewritten model on the bundled corpus")
+    from .train.config import add_arguments
+
+    add_arguments(p)
+
+    p = add("plot", "draw the loss curves of one or several runs into a PNG")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", default="loss.png", help="PNG to write (default: loss.png)")
+    p.add_argument("--title")
+
     add("rules", "list rule codes with one-line docs")
     p = add("rule", "print one rule's documentation")
     p.add_argument("code")
@@ -104,6 +116,7 @@ def _one_line(text: str) -> str:
 def _known_error(err: BaseException) -> str | None:
     names = {c.__name__ for c in type(err).__mro__}
     for known in ("UsageError", "ModelSpecError", "TraceError", "UnitParseError", "ConfigError",
+                  "NonFiniteLoss", "ImportError",
                   "BaselineError", "OracleError", "HFError", "RewriteError", "FileNotFoundError",
                   "ValueError", "KeyError"):
         if known in names:
@@ -118,6 +131,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_rule(args.code)
     if args.command == "models":
         return _cmd_models()
+    if args.command == "train":
+        from .commands.train import run
+
+        return run(args)
+    if args.command == "plot":
+        from .train.plot import plot_runs
+
+        print(plot_runs(args.runs, args.out, args.title))
+        return 0
     if args.command == "lint":
         from .commands.lint import run
 

