@@ -110,7 +110,16 @@ class GCT(nn.Module):
         self.config = cfg
         self.transformer = Transformer(cfg)
         self.logit_gain = nn.Parameter(torch.tensor(1.0))
+        self.head_recipe: str | None = None  # set by the NVFP4 substitution pass
         init_gpt_style(self, cfg.n_layer)
+
+    def nvfp4_substitute(self, recipe: str) -> list[str]:
+        """The logits GEMM is functional (tied, canonical table): run it in NVFP4 too."""
+        self.head_recipe = recipe
+        return ["logits = h @ C(transformer.wte.weight)^T"]
+
+    def nvfp4_weights(self) -> list[torch.Tensor]:
+        return [self.transformer.wte.weight]
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
         T = idx.size(1)
@@ -121,7 +130,13 @@ class GCT(nn.Module):
         for block in self.transformer.h:
             h = block(h)
         head = canonical(self.transformer.wte.weight)  # (V, C), tied and canonical
-        logits = self.logit_gain * (h @ head.t()) / math.sqrt(self.config.n_embd)
+        if self.head_recipe is not None:
+            from unitcheck.quant.gemm import nvfp4_linear
+
+            scores = nvfp4_linear(h, head, None, self.head_recipe)
+        else:
+            scores = h @ head.t()
+        logits = self.logit_gain * scores / math.sqrt(self.config.n_embd)
         if targets is None:
             return logits
         return logits, causal_lm_loss(logits, targets)

@@ -114,6 +114,8 @@ def _with_bias(ctx: RuleContext, out: UnitValue, bias: Any, what: str) -> UnitVa
     if bias is None:
         return out
     b = ctx.u(bias)
+    if isinstance(out, Poly):
+        return b if b is not None else out  # 0 @ W + b is b
     if isinstance(b, Var):
         root = b.find()
         if root.bound is None:
@@ -138,7 +140,13 @@ def _with_bias(ctx: RuleContext, out: UnitValue, bias: Any, what: str) -> UnitVa
     return out
 
 
-@rule(ops("linear"), funcs(F.linear))
+def _nvfp4_linear() -> tuple[object, ...]:
+    from unitcheck.quant import gemm  # noqa: F401  (defines torch.ops.unitcheck.nvfp4_linear)
+
+    return (torch.ops.unitcheck.nvfp4_linear.default,)
+
+
+@rule(ops("linear"), funcs(F.linear), _nvfp4_linear())
 def linear(ctx: RuleContext) -> UnitValue:
     """
     What it does: ``linear(x, W, b)`` has unit u(x) · p:W; the bias takes that unit.

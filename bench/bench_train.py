@@ -1,0 +1,78 @@
+"""Training-step time of the bundled models at one width and depth, in one run, relative to gpt
+(issue 4). Models are interleaved in rounds so machine noise hits them alike.
+
+    python bench/bench_train.py [--steps 12] [--rounds 3] [--n-layer 4] [--n-embd 128] [--precision fp32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from unitcheck.train.config import TrainConfig
+from unitcheck.train.data import Batcher, load_corpus
+from unitcheck.train.loop import _loss, _optimizer, build_model
+
+MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
+
+
+def step_times(name: str, cfg: TrainConfig, steps: int, corpus) -> list[float]:  # type: ignore[no-untyped-def]
+    cfg = TrainConfig(**{**cfg.to_json(), "model": name}).effective()
+    torch.manual_seed(0)
+    model = build_model(cfg, corpus.vocab_size)
+    if cfg.precision == "nvfp4":
+        from unitcheck.quant.substitute import substitute_nvfp4
+
+        substitute_nvfp4(model, recipe=cfg.nvfp4_recipe)
+    opt = _optimizer(model, cfg)
+    batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=0)
+    normalise = getattr(model, "normalize_weights", None) if cfg.normalised() else None
+    times = []
+    for i in range(steps + 2):
+        x, y = batcher.next()
+        t0 = time.perf_counter()
+        loss = _loss(model, x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if normalise is not None:
+            normalise()
+        if i >= 2:  # warm-up steps excluded
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-embd", type=int, default=128)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--models", nargs="+", default=MODELS)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    cfg = TrainConfig(n_layer=args.n_layer, n_embd=args.n_embd, seq_len=args.seq_len,
+                      batch_size=args.batch_size, precision=args.precision)
+    corpus = load_corpus("char")
+    samples: dict[str, list[float]] = {m: [] for m in args.models}
+    for _ in range(args.rounds):
+        for m in args.models:
+            samples[m] += step_times(m, cfg, args.steps, corpus)
+    med = {m: statistics.median(v) for m, v in samples.items()}
+    base = med.get("gpt", next(iter(med.values())))
+    print(f"{args.n_layer} layers, width {args.n_embd}, batch {args.batch_size}x{args.seq_len}, {args.precision}, "
+          f"{args.rounds} rounds x {args.steps} steps")
+    print(f"{'model':<8} {'ms/step':>8} {'vs gpt':>7}")
+    for m in args.models:
+        print(f"{m:<8} {1e3 * med[m]:>8.1f} {med[m] / base:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The NVFP4 linear (three quantised GEMMs), the substitution pass and NVFP4 training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from unitcheck.models import build
+
+from unitcheck.infer import infer_units
+from unitcheck.quant.gemm import nvfp4_linear
+from unitcheck.quant.nvfp4 import fake_quantize
+from unitcheck.quant.substitute import substitute_nvfp4
+
+from ..conftest import needs_hf
+
+
+def _data(seed: int = 0):  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(40, 48, generator=g, requires_grad=True)
+    w = torch.randn(32, 48, generator=g, requires_grad=True)
+    b = torch.randn(32, generator=g, requires_grad=True)
+    return x, w, b
+
+
+@pytest.mark.parametrize("recipe", ["te", "ngpt"])
+def test_fprop_is_the_quantised_product(recipe: str) -> None:
+    x, w, b = _data()
+    per_tensor = recipe == "te"
+    y = nvfp4_linear(x, w, b, recipe)
+    expected = fake_quantize(x.detach(), per_tensor=per_tensor) @ fake_quantize(
+        w.detach(), block_2d=True, per_tensor=per_tensor).t() + b.detach()
+    assert torch.equal(y.detach(), expected)
+
+
+def test_gradients_are_quantised_and_close_to_exact() -> None:
+    x, w, b = _data()
+    torch.manual_seed(11)
+    nvfp4_linear(x, w, b, "te").pow(2).sum().backward()
+    gx, gw, gb = x.grad, w.grad, b.grad
+    x2, w2, b2 = (t.detach().clone().requires_grad_(True) for t in _data())
+    F.linear(x2, w2, b2).pow(2).sum().backward()
+    for got, exact in ((gx, x2.grad), (gw, w2.grad)):
+        rel = float((got - exact).norm() / exact.norm())
+        assert 0.0 < rel < 0.35  # quantised (not exact), yet the same direction
+    # dgrad and wgrad really go through the quantiser: the stochastic draws change them
+    x.grad = w.grad = b.grad = None
+    torch.manual_seed(12)
+    nvfp4_linear(x, w, b, "te").pow(2).sum().backward()
+    assert not torch.equal(x.grad, gx) and not torch.equal(w.grad, gw)
+    assert torch.equal(b.grad, gb)  # the bias gradient is a high-precision sum
+
+
+def test_graph_shows_one_node_per_quantised_linear() -> None:
+    model, inputs = build("gpt")
+    before = [v.rule for v in infer_units(model, inputs).violations]
+    substitute_nvfp4(model, "te")
+    ug = infer_units(model, inputs)
+    nodes = [n for n in ug.graph.nodes if "nvfp4_linear" in str(n.target)]
+    assert len(nodes) == 9  # 4 per layer x 2 layers + the tied head
+    assert [v.rule for v in ug.violations] == before and ug.coverage == 1.0
+
+
+def test_gct_substitution_includes_the_functional_head() -> None:
+    model, _ = build("gct")
+    report = substitute_nvfp4(model, "ngpt")
+    names = [r["name"] for r in report.replaced]
+    assert "logits = h @ C(transformer.wte.weight)^T" in names
+    assert [k["name"] for k in report.kept] == ["transformer.wpe.weight"]
+
+
+@needs_hf
+def test_hf_gpt2_report_lists_every_gemm() -> None:
+    from unitcheck.hf import build as hf_build
+
+    model, _ = hf_build("gpt2")
+    report = substitute_nvfp4(model, "te")
+    replaced = {r["name"]: r["kind"] for r in report.replaced}
+    convs = [n for n, m in model.named_modules() if type(m).__name__ == "NVFP4Conv1D"]
+    assert len(convs) == 8 and all(replaced[c] == "Conv1D (addmm)" for c in convs)
+    assert replaced["lm_head"] == "Linear"
+    kept = {k["name"]: k["reason"] for k in report.kept}
+    assert set(kept) == {"transformer.wpe.weight"} and "embedding" in kept["transformer.wpe.weight"]
+    matrices = {n for n, p in model.named_parameters() if p.dim() >= 2}
+    explained = {f"{r['name']}.weight" for r in report.replaced} | set(kept) | {"transformer.wte.weight"}
+    assert matrices <= explained  # wte is the tied head's weight
+    assert report.backend == "emulated" and "emulation" in report.backend_reason
+    json.dumps(report.to_json())
+
+
+def test_keep_last_fraction() -> None:
+    model, _ = build("llama", n_layer=4)
+    report = substitute_nvfp4(model, "te", keep_last=0.25)
+    kept = [k["name"] for k in report.kept]
+    assert all(n.startswith("layers.3.") for n in kept if n.startswith("layers."))
+    assert len([n for n in kept if n.startswith("layers.3.")]) == 7
+
+
+def test_bundled_model_trains_in_nvfp4(tmp_path: Path) -> None:
+    from unitcheck.train import TrainConfig, train
+
+    cfg = TrainConfig(model="gpt", n_layer=2, n_embd=32, n_head=2, seq_len=32, batch_size=16, steps=40,
+                      lr=3e-3, warmup=5, eval_interval=40, eval_batches=2, precision="nvfp4",
+                      out_dir=str(tmp_path), seed=1)
+    res = train(cfg)
+    first = sum(h["train_loss"] for h in res.history[:5]) / 5
+    last = sum(h["train_loss"] for h in res.history[-5:]) / 5
+    assert last < first - 0.5
+    assert any("nvfp4_linear" in repr(m) or type(m).__name__ == "NVFP4Linear" for m in res.model.modules())

@@ -1,0 +1,156 @@
+"""Exactness of the NVFP4 format against hand-computed values and against torchao."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from unitcheck.quant.nvfp4 import (
+    E2M1_GRID,
+    dequantize,
+    fake_quantize,
+    fake_quantize_fast,
+    hadamard,
+    hadamard_matrix,
+    inverse_hadamard,
+    quantize,
+    round_e2m1,
+    snr_db,
+)
+
+TIES = [(0.25, 0.0), (0.75, 1.0), (1.25, 1.0), (1.75, 2.0), (2.5, 2.0), (3.5, 4.0), (5.0, 4.0)]
+
+
+@pytest.mark.parametrize(("v", "expected"), TIES + [(0.26, 0.5), (2.6, 3.0), (5.1, 6.0), (6.0, 6.0), (0.0, 0.0)])
+def test_round_to_nearest_even_ties(v: float, expected: float) -> None:
+    x = torch.tensor([v, -v])
+    assert round_e2m1(x).tolist() == [expected, -expected]
+
+
+def _tie_tensor(dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Row 0 sets the global amax 0.65625 (S = 4096 exactly); row 1 has block amax 0.375, so its
+    E4M3 scale is 256 and the encode factor is exactly 16: x * 16 lands on the ties."""
+    row0 = torch.zeros(16)
+    row0[0] = 0.65625
+    row1 = torch.zeros(16)
+    row1[0] = 0.375  # -> 6.0
+    for i, (t, _) in enumerate(TIES):
+        row1[1 + i] = t / 16
+        row1[8 + i] = -t / 16
+    return torch.stack([row0, row1]).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_quantize_hits_every_tie_exactly(dtype: torch.dtype) -> None:
+    q = quantize(_tie_tensor(dtype))
+    assert float(q.global_scale) == 4096.0
+    assert float(q.scales[1, 0].to(torch.float32)) == 256.0
+    got = q.values[1].tolist()
+    assert got[0] == 6.0
+    assert got[1:8] == [e for _, e in TIES]
+    assert got[8:15] == [-e for _, e in TIES]
+    x_hat = dequantize(q)
+    assert x_hat.dtype == dtype and x_hat.shape == (2, 16)
+    assert float(x_hat[1, 0]) == 0.375
+
+
+def _on_grid(q) -> bool:  # type: ignore[no-untyped-def]
+    grid = torch.tensor(E2M1_GRID)
+    return bool(torch.isin(q.values.abs(), grid).all())
+
+
+@pytest.mark.parametrize("kw", [{}, {"block_2d": True}, {"per_tensor": False}, {"stochastic": True},
+                                {"hadamard_transform": True}])
+def test_dequantised_values_lie_on_the_grid_times_their_scales(kw: dict) -> None:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(48, 80, generator=g) * torch.logspace(-3, 3, 80)
+    q = quantize(x, **kw)
+    assert _on_grid(q)
+    x_hat = dequantize(q, undo_hadamard=False)
+    r, c = q.values.shape
+    per_elem = (q.scales.to(torch.float32).unsqueeze(-1) / q.global_scale).expand(r, c // 16, 16).reshape(r, c)
+    ratio = (x_hat / per_elem[: x_hat.shape[0], : x_hat.shape[1]]).abs()
+    nearest = (ratio[..., None] - torch.tensor(E2M1_GRID)).abs().min(-1).values
+    assert (nearest <= 1e-5 * ratio.clamp(min=1)).all()  # q * s / S up to one float32 rounding
+
+
+def test_zero_blocks_all_zero_tensors_and_subnormal_scales() -> None:
+    x = torch.zeros(4, 32)
+    assert torch.equal(fake_quantize(x), x)  # no NaN from a zero amax
+    x[0, :16] = torch.linspace(-1, 1, 16)
+    y = fake_quantize(x)
+    assert torch.equal(y[0, 16:], torch.zeros(16)) and torch.isfinite(y).all()
+    tiny = torch.full((1, 16), 1e-4)
+    tiny[0, 0] = 3e-4
+    q = quantize(tiny, per_tensor=False)  # scale 3e-4 * 448 = 0.134: an E4M3 value; deeper:
+    q2 = quantize(tiny * 1e-2, per_tensor=False)  # 1.3e-3 * ... is an E4M3 subnormal
+    assert float(q2.scales.to(torch.float32)[0, 0]) < 2**-6
+    assert _on_grid(q) and _on_grid(q2)
+
+
+def test_values_beyond_the_range() -> None:
+    x = torch.tensor([[5000.0, -7000.0, 1.0, 0.5] + [0.0] * 12])
+    y = fake_quantize(x)  # per-tensor scaling brings 6 * 448 * amax / 2688 back to amax
+    assert float(y[0, 1]) == pytest.approx(-7000.0, rel=1e-6)
+    z = fake_quantize(x, per_tensor=False)  # without it the largest magnitude is 6 * 448 / 2688 = 1
+    assert float(z[0, 0]) == 1.0 and float(z[0, 1]) == -1.0
+
+
+def test_any_leading_shape_and_padding() -> None:
+    x = torch.randn(2, 3, 5, 20)
+    y = fake_quantize(x)
+    assert y.shape == x.shape
+    assert torch.equal(fake_quantize_fast(x), y)
+
+
+def test_agrees_with_torchao() -> None:
+    from torchao.prototype.mx_formats.kernels import f4_unpacked_to_f32, unpack_uint4
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
+
+    g = torch.Generator().manual_seed(0)
+    total = ties = agree = 0
+    for scale in (0.01, 1.0, 300.0):
+        x = torch.randn(512, 256, generator=g) * scale
+        q = quantize(x)
+        t = NVFP4Tensor.to_nvfp4(x, per_tensor_scale=per_tensor_amax_to_scale(x.abs().amax()))
+        assert torch.equal(t.scale.view(torch.uint8).reshape(q.scales.shape), q.scales.view(torch.uint8))
+        theirs = f4_unpacked_to_f32(unpack_uint4(t.qdata)).reshape(q.values.shape)
+        differ = theirs != q.values
+        total += x.numel()
+        agree += int((~differ).sum())
+        if differ.any():  # only exact ties flipped by operation order may differ
+            enc = 1.0 / (q.scales.to(torch.float32).unsqueeze(-1) * (1.0 / q.global_scale))
+            scaled = (x.reshape(512, 16, 16) * enc).reshape(512, 256).abs()
+            mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+            gap = (scaled[differ][:, None] - mids).abs().min(dim=1).values
+            assert (gap <= 4 * torch.finfo(torch.float32).eps * 6).all()
+            ties += int(differ.sum())
+    assert agree / total >= 0.999
+
+
+def test_stochastic_rounding_is_unbiased() -> None:
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 64, generator=g).clamp(-2.9, 2.9)
+    x[0, ::16] = 3.0  # every block shares the global amax, so its scale is exact and nothing clips
+    n = 4000
+    draws = torch.stack([fake_quantize(x, stochastic=True, generator=g) for _ in range(n)])
+    mean, std = draws.mean(0), draws.std(0)
+    bound = 5 * std / math.sqrt(n) + 1e-7
+    # E[Q_sr(x)] = x wherever the E4M3-rounded block scale clips nothing
+    assert ((mean - x).abs() <= bound).all()
+    assert (std > 0).any()
+
+
+def test_hadamard_is_orthogonal_and_invertible() -> None:
+    h = hadamard_matrix(dtype=torch.float64)
+    assert torch.allclose(h @ h.t(), torch.eye(16, dtype=torch.float64), atol=1e-12)
+    x = torch.randn(8, 64, dtype=torch.float64)
+    assert torch.allclose(inverse_hadamard(hadamard(x)), x, atol=1e-12)
+    assert not torch.allclose(hadamard(x), x)
+
+
+def test_gaussian_snr_is_20_4_db() -> None:
+    x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+    assert abs(snr_db(x, fake_quantize(x)) - 20.4) <= 0.2

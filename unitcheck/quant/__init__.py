@@ -1,0 +1,1 @@
+"""NVFP4 quantisation: the format, autograd GEMMs, the substitution pass, backends."""
