@@ -40,6 +40,24 @@ def is_ancestor(a: fx.Node, b: fx.Node, order: dict[fx.Node, int] | None = None)
     return False
 
 
+def residual_pair(
+    add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int], module_of: Any
+) -> tuple[fx.Node, fx.Node] | None:
+    """(stream, branch) when ``add`` is a residual: the branch is computed from the stream inside
+    a submodule of the add's module (``x + self.attn(ln(x))``), not inline (``x + 0.04 * x**3``
+    is a plain combine). ``module_of`` maps a node to its module path."""
+    if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
+        return None
+    here = module_of(add)
+    for stream, branch in ((a, b), (b, a)):
+        if order[stream] > order[branch] or not is_ancestor(stream, branch, order):
+            continue
+        there = module_of(branch)
+        if there != here and (here == "" or there.startswith(here + ".")):
+            return stream, branch
+    return None
+
+
 def node_dtype(val: Any) -> torch.dtype | None:
     if isinstance(val, torch.Tensor):
         return val.dtype

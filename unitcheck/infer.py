@@ -32,7 +32,7 @@ from . import registry
 from .codes import CODES
 from .declarations import as_unit, resolve_declarations
 from .diagnostics import Violation
-from .graphs import is_ancestor, op_name, topo_index
+from .graphs import op_name, residual_pair, topo_index
 from .tracer import TracedGraph, location, module_path, trace
 from .units import DIMENSIONLESS, Unit
 from .values import INDEX, POLY, Index, Literal, Poly, UnitValue, Var, is_poly_number
@@ -265,17 +265,7 @@ class RuleContext:
         )
 
     def residual_pair(self, a: Any, b: Any) -> tuple[fx.Node, fx.Node] | None:
-        """(stream, branch) when this add is a residual: the branch is computed from the stream
-        inside a submodule of the add's module (``x + self.attn(ln(x))``), not inline
-        (``x + 0.044715 * x**3`` is a plain mismatch)."""
-        if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
-            return None
-        for stream, branch in ((a, b), (b, a)):
-            if self.engine.depends(stream, branch):
-                here, there = module_path(self.node), module_path(branch)
-                if there != here and (here == "" or there.startswith(here + ".")):
-                    return stream, branch
-        return None
+        return residual_pair(self.node, a, b, self.engine.order(), module_path)
 
     def is_scalar(self, a: fx.Node) -> bool:
         s = self.shape(a)
@@ -418,13 +408,10 @@ class UnitPropagation:
                 head.kind = "param"
         return head
 
-    def depends(self, a: fx.Node, b: fx.Node) -> bool:
-        """Does b depend on a?"""
+    def order(self) -> dict[fx.Node, int]:
         if self._order is None:
             self._order = topo_index(self.traced.graph)
-        if self._order[a] > self._order[b]:
-            return False
-        return is_ancestor(a, b, self._order)
+        return self._order
 
     # -- reports --------------------------------------------------------------------------
     def report(

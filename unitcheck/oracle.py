@@ -322,29 +322,48 @@ def _compare_tree(actual: Any, expected: Any, unit: Any) -> tuple[bool, str]:
     return True, ""
 
 
-def _confirm(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], res: OracleResult,
-             g1: Mapping[str, float], g2: Mapping[str, float]) -> None:
-    res.violations += 1
+def _refuted(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any],
+             g1: Mapping[str, float], g2: Mapping[str, float]) -> bool:
+    """Does the draw break the equivariance identity at ``node`` on the inputs in ``env``?"""
     base = _floats(_run_alone(ug, node, env, None))
     s1 = _floats(_run_alone(ug, node, env, g1))
     s2: list[torch.Tensor] | None = None
-    confirmed = False
     for i, (b, a) in enumerate(zip(base, s1)):
         if b.numel() == 1:
             s2 = s2 if s2 is not None else _floats(_run_alone(ug, node, env, g2))
             r1, r2 = float(a) / float(b), float(s2[i]) / float(b)
-            confirmed = abs(r2 - r1 * r1) > 1e-6 * max(abs(r1 * r1), 1e-300)
-        else:
-            confirmed = _ratio_varies(a, b)
-        if confirmed:
-            break
-    if confirmed:
+            if abs(r2 - r1 * r1) > 1e-6 * max(abs(r1 * r1), 1e-300):
+                return True
+        elif _ratio_varies(a, b):
+            return True
+    return False
+
+
+def _fresh_inputs(node: fx.Node, env: Mapping[fx.Node, Any], seed: int) -> dict[fx.Node, Any]:
+    """The recorded inputs with every float tensor replaced by an independent Gaussian draw."""
+    g = torch.Generator().manual_seed(seed)
+    out = dict(env)
+    for p in node.all_input_nodes:
+        v = env.get(p)
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            out[p] = torch.randn(v.shape, generator=g, dtype=v.dtype)
+    return out
+
+
+def _confirm(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], res: OracleResult,
+             g1: Mapping[str, float], g2: Mapping[str, float]) -> None:
+    """A violation must break the identity. The recorded inputs are the first witness; when they
+    happen to hide it (an input that is an exact multiple of another, a branch never taken), an
+    identity is refuted by any input, so independent Gaussian inputs of the same shapes are the
+    second."""
+    res.violations += 1
+    if _refuted(ug, node, env, g1, g2) or _refuted(ug, node, _fresh_inputs(node, env, 99), g1, g2):
         res.confirmed += 1
-    else:
-        res.disagreements.append(
-            Disagreement("violation", node.name, _op(node), node.meta.get("unit_violation", ""),
-                         "reported as a violation but the node is equivariant under the draw")
-        )
+        return
+    res.disagreements.append(
+        Disagreement("violation", node.name, _op(node), node.meta.get("unit_violation", ""),
+                     "reported as a violation but the node is equivariant under the draw")
+    )
 
 
 def _confirm_interface(node: fx.Node, base: Any, scaled: Any, res: OracleResult) -> None:

@@ -248,8 +248,24 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, A
     )
 
 
-def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TracedGraph:
-    ep = torch.export.export(model, args, kwargs, strict=False)
+def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every dimension of every tensor input left to export (``Dim.AUTO``): the graph keeps
+    symbolic sizes wherever the model allows, so generated code runs at any batch and length."""
+    import inspect
+
+    bound = inspect.signature(model.forward).bind(*args, **kwargs)
+    spec: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        if isinstance(value, torch.Tensor):
+            spec[name] = {i: torch.export.Dim.AUTO for i in range(value.dim())}
+        else:
+            spec[name] = None
+    return spec
+
+
+def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool = False) -> TracedGraph:
+    shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
+    ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
     ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
     names = _canonical_names(model)
@@ -378,8 +394,12 @@ def trace(
     model: nn.Module,
     example_inputs: Any,
     method: Literal["auto", "export", "fx"] = "auto",
+    dynamic: bool = False,
 ) -> TracedGraph:
-    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both)."""
+    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both).
+
+    ``dynamic=True`` keeps batch and sequence sizes symbolic (export only), as code generation
+    needs."""
     import time
 
     if not isinstance(model, nn.Module):
@@ -390,7 +410,7 @@ def trace(
     with _eval_mode(model), _quiet():
         if method in ("auto", "export"):
             try:
-                g = _export(model, args, kwargs)
+                g = _export(model, args, kwargs, dynamic)
                 g.trace_seconds = time.perf_counter() - t0
                 return g
             except TraceError:

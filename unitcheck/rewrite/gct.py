@@ -1,0 +1,369 @@
+"""The Gauge-Canonical Transformer rewrite (seed 000) as rules over the exported FX graph.
+
+Guided by the inferred units, in order:
+
+1. ``residual_stream``: the chain of residual adds fed by the embedding becomes
+   ``h0 = C(embedding)`` (each table canonicalised before a sum) and
+   ``h <- C(h + alpha_l C(P_perp_h a))`` with a dimensionless alpha_l initialised at 1/sqrt(2L);
+2. ``branch_normalisers``: a normaliser reading the canonical stream (LayerNorm, RMSNorm, or the
+   hand-written ``x * rsqrt(mean(x^2) + eps) * w``) is dropped with its gain: C(h) = h on the
+   canonical stream, up to the eps floor;
+3. ``attention``: q and k canonicalised per head, a dimensionless per-head gain (init 1) on q,
+   temperature sqrt(d_h);
+4. ``activations``: the input of each non-homogeneous activation canonicalised: gelu(C(a)), or
+   the normalised gate C(a) * sigmoid(C(a)) of a gated MLP;
+5. ``logits``: ``gain * C(h_L) . C(W)^T / sqrt(d)`` with a dimensionless logit gain.
+
+Every replacement is logged; what no rule recognised is reported by module path and reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from ..graphs import base_name, residual_pair, topo_index
+from ..infer import UnitGraph, run_inference
+from ..models.layers import canonical, orthogonal
+from ..tracer import TracedGraph, module_path, trace
+from .patterns import RewriteContext, Rule, describe, through_casts, users_through_casts
+
+__all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
+
+aten = torch.ops.aten
+_NORMS = {"layer_norm", "rms_norm", "group_norm", "native_layer_norm"}
+_ELEMENTWISE = {"mul", "add", "sub", "div", "pow", "tanh", "neg", "_to_copy", "clone", "alias",
+                "erf", "sigmoid", "exp", "rsqrt", "sqrt", "view", "reshape", "expand"}
+
+
+class RewriteError(ValueError):
+    """The model cannot be rewritten (e.g. it has no residual structure)."""
+
+
+@dataclass
+class GCTResult:
+    traced: TracedGraph
+    new_params: dict[str, Any]
+    log: list[str]
+    unhandled: list[dict[str, str]]
+    residuals: int
+    residuals_rewritten: int
+    dropped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.residuals > 0 and self.residuals_rewritten == self.residuals
+
+
+# -- rules ------------------------------------------------------------------------------------
+
+
+def _residuals(ctx: RewriteContext) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
+    order = topo_index(ctx.graph)
+    out = []
+    for n in ctx.graph.nodes:
+        if n.op == "call_function" and base_name(n) == "add" and len(n.args) >= 2:
+            pair = residual_pair(n, n.args[0], n.args[1], order, module_path)
+            if pair is not None:
+                out.append((n, pair[0], pair[1]))
+    return out
+
+
+def _child(parent: str, path: str) -> str:
+    rest = path[len(parent) + 1:] if parent else path
+    return rest.split(".")[0] if rest else "branch"
+
+
+def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
+    """The embedding lookups summed into the stream's first value, if that is what it is."""
+    node = through_casts(node)
+    if base_name(node) == "embedding":
+        return [node]
+    if base_name(node) == "add" and all(isinstance(a, fx.Node) for a in node.args[:2]):
+        parts = [_embedding_root(a) for a in node.args[:2]]  # type: ignore[arg-type]
+        if all(p is not None for p in parts):
+            return [e for p in parts for e in p]  # type: ignore[union-attr]
+    return None
+
+
+def residual_stream(ctx: RewriteContext) -> None:
+    """h0 = C(sum of C(table lookups)); h <- C(h + alpha C(P_perp_h a)) at every residual add."""
+    residuals = _residuals(ctx)
+    ctx.state["residuals"] = len(residuals)
+    if not residuals:
+        return
+    alpha0 = 1.0 / math.sqrt(len(residuals))  # 1/sqrt(2L): two residual adds per layer
+    canon: dict[fx.Node, fx.Node] = {}
+    names: set[str] = set()
+    done = 0
+    for add, _, branch in residuals:
+        # earlier rewrites replaced the stream operand: read it from the add as it is now
+        stream = add.args[1] if add.args[0] is branch else add.args[0]
+        root = through_casts(stream)  # type: ignore[arg-type]
+        h = canon.get(root)
+        if h is None:
+            h = _canonical_root(ctx, root)
+            canon[root] = h
+        here = module_path(add)
+        base = f"{here + '.' if here else ''}alpha_{_child(here, module_path(branch))}"
+        name, i = base, 1
+        while name in names:
+            name, i = f"{base}_{i}", i + 1
+        names.add(name)
+        alpha = ctx.param(name, torch.tensor(alpha0), "residual step size alpha_l, init 1/sqrt(2L)")
+        p = ctx.call(orthogonal, (branch, h), after=add, like=add)
+        c = ctx.call(canonical, (p,), after=p, like=add)
+        s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
+        t = ctx.call(aten.add.Tensor, (h, s), after=s, like=add)
+        new = ctx.call(canonical, (t,), after=t, like=add)
+        add.replace_all_uses_with(new)
+        ctx.graph.erase_node(add)
+        canon[new] = new
+        done += 1
+        ctx.note("residual_stream", f"add(stream, {describe(branch)})",
+                 f"C(h + {name} * C(P_perp_h a)) [alpha_0 = {alpha0:.4f}]")
+    ctx.state["rewritten"] = done
+    ctx.state["stream"] = set(canon.values())
+
+
+def _canonical_root(ctx: RewriteContext, root: fx.Node) -> fx.Node:
+    tables = _embedding_root(root)
+    if tables is not None and len(tables) > 1:
+        parts = [ctx.call(canonical, (e,), after=e, like=e) for e in tables]
+        acc = parts[0]
+        last = max(parts, key=lambda n: topo_index(ctx.graph)[n])
+        for p in parts[1:]:
+            acc = ctx.call(aten.add.Tensor, (acc, p), after=last, like=root)
+            last = acc
+        h0 = ctx.call(canonical, (acc,), after=acc, like=root)
+        what = " + ".join(f"C({describe(e)})" for e in tables)
+        ctx.note("residual_stream", f"stream input {describe(root)}", f"h0 = C({what})")
+    else:
+        h0 = ctx.call(canonical, (root,), after=root, like=root)
+        ctx.note("residual_stream", f"stream input {describe(root)}", "h0 = C(stream input)")
+    root.replace_all_uses_with(h0, delete_user_cb=lambda u: u is not h0 and not _feeds(u, h0))
+    return h0
+
+
+def _feeds(node: fx.Node, target: fx.Node) -> bool:
+    """Is ``node`` on the way into ``target`` (part of h0's own computation)?"""
+    stack, seen = [target], set()
+    while stack:
+        n = stack.pop()
+        if n is node:
+            return True
+        for p in n.all_input_nodes:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return False
+
+
+def _users(node: fx.Node) -> list[fx.Node]:
+    """Consumers of a value, ignoring metadata assertions."""
+    return [u for u in node.users if base_name(u) != "_assert_tensor_metadata"]
+
+
+def _rms_pattern(u: fx.Node, h: fx.Node) -> fx.Node | None:
+    """x * rsqrt(mean(x^2) + eps) [* w]: return the normaliser's last node, starting at pow."""
+    if base_name(u) != "pow" or u.args[1] != 2:
+        return None
+    nxt = _users(u)
+    if len(nxt) != 1 or base_name(nxt[0]) != "mean":
+        return None
+    add = _users(nxt[0])
+    if len(add) != 1 or base_name(add[0]) != "add":
+        return None
+    rs = _users(add[0])
+    if len(rs) != 1 or base_name(rs[0]) != "rsqrt":
+        return None
+    muls = [m for m in _users(rs[0]) if base_name(m) == "mul"]
+    other = next((a for a in muls[0].args if a is not rs[0]), None) if len(muls) == 1 else None
+    if not isinstance(other, fx.Node) or through_casts(other) is not h:
+        return None
+    out = muls[0]
+    while True:  # a cast back and a gain multiply (either order) belong to the normaliser
+        users = _users(out)
+        if len(users) != 1:
+            break
+        v = users[0]
+        if base_name(v) in ("_to_copy", "to", "type_as"):
+            out = v
+            continue
+        if base_name(v) == "mul" and any(isinstance(a, fx.Node) and a.op in ("placeholder", "get_attr") for a in v.args):
+            out = v
+        break
+    return out
+
+
+def branch_normalisers(ctx: RewriteContext) -> None:
+    """A normaliser applied to the canonical stream is dropped (C(h) = h up to eps)."""
+    for h in list(ctx.state.get("stream", ())):
+        for u in list(users_through_casts(h)):
+            if base_name(u) in _NORMS:
+                end = u
+                if base_name(u) == "native_layer_norm":
+                    end = next(x for x in u.users if x.args[1] == 0)
+            else:
+                end = _rms_pattern(u, h)  # type: ignore[assignment]
+                if end is None:
+                    continue
+            end.replace_all_uses_with(h)
+            ctx.note("branch_normalisers", describe(u), "identity on the canonical stream (gain dropped)")
+
+
+def attention(ctx: RewriteContext) -> None:
+    """SDPA(q, k, v) -> SDPA(C(q) * g_h, C(k), v, scale=1/sqrt(d_h)) with g_h init 1."""
+    taken: set[str] = set()
+    for n in list(ctx.graph.nodes):
+        if base_name(n) != "scaled_dot_product_attention":
+            continue
+        q, k = n.args[0], n.args[1]
+        qv = q.meta.get("val")  # type: ignore[union-attr]
+        if not isinstance(qv, torch.Tensor) or qv.dim() != 4:
+            ctx.skip(module_path(n), "attention with queries that are not (batch, heads, tokens, dim)")
+            continue
+        heads, dh = int(qv.shape[1]), int(qv.shape[-1])
+        mod = module_path(n)
+        name = f"{mod + '.' if mod else ''}gain"
+        i = 1
+        while name in taken:
+            name, i = f"{mod + '.' if mod else ''}gain_{i}", i + 1
+        taken.add(name)
+        gain = ctx.param(name, torch.ones(heads), "per-head attention gain, init 1")
+        with ctx.graph.inserting_before(n):
+            cq = ctx.graph.call_function(canonical, (q,))
+            g4 = ctx.graph.call_function(aten.view.default, (gain, [1, heads, 1, 1]))
+            qg = ctx.graph.call_function(aten.mul.Tensor, (cq, g4))
+            ck = ctx.graph.call_function(canonical, (k,))
+        for new in (cq, g4, qg, ck):
+            new.meta.update({k_: v for k_, v in n.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
+        args = list(n.args)
+        args[0], args[1] = qg, ck
+        n.args = tuple(args)
+        kwargs = dict(n.kwargs)
+        kwargs["scale"] = 1.0 / math.sqrt(dh)
+        n.kwargs = kwargs
+        ctx.note("attention", describe(n), f"SDPA(C(q) * {name}, C(k), v), temperature sqrt({dh})")
+    for n in ctx.graph.nodes:
+        if n.meta.get("unit_violation") == "UC201" and base_name(n) != "scaled_dot_product_attention":
+            ctx.skip(module_path(n), "explicit softmax attention is not rewritten (use fused SDPA)")
+
+
+def _pre_activation(n: fx.Node) -> fx.Node | None:
+    mod = module_path(n)
+    stack, seen, sources = [n], {n}, set()
+    while stack:
+        cur = stack.pop()
+        for p in cur.all_input_nodes:
+            if p in seen:
+                continue
+            seen.add(p)
+            if module_path(p) == mod and base_name(p) in _ELEMENTWISE and p.op == "call_function":
+                stack.append(p)
+            else:
+                sources.add(p)
+    sources = {s for s in sources if s.op not in ("get_attr",)}
+    return next(iter(sources)) if len(sources) == 1 else None
+
+
+def activations(ctx: RewriteContext) -> None:
+    """act(a) -> act(C(a)); for a gated MLP silu(C(a)) = C(a) sigmoid(C(a)), the normalised gate."""
+    done: set[fx.Node] = set()
+    for n in list(ctx.graph.nodes):
+        if n.meta.get("unit_violation") != "UC202":
+            continue
+        a = _pre_activation(n)
+        mod = module_path(n)
+        if a is None:
+            ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
+            continue
+        if a in done:
+            continue
+        done.add(a)
+        ca = ctx.call(canonical, (a,), after=a, like=n)
+        users = [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]
+        for u in users:
+            u.replace_input_with(a, ca)
+        ctx.note("activations", f"{base_name(n)}({describe(a)})", f"{base_name(n)}(C(a))")
+
+
+def logits(ctx: RewriteContext) -> None:
+    """lm_head(h) -> gain * C(h) . C(W)^T / sqrt(d) (h is the canonical stream)."""
+    for n in list(ctx.graph.nodes):
+        if n.meta.get("unit_violation") != "UC301":
+            continue
+        src = n.args[0]
+        while isinstance(src, fx.Node) and base_name(src) in ("view", "reshape", "_to_copy", "contiguous", "clone", "_unsafe_view"):
+            src = src.args[0]
+        if not isinstance(src, fx.Node) or base_name(src) not in ("linear", "matmul", "mm"):
+            ctx.skip(module_path(n), "the logits are not a linear projection of the stream")
+            continue
+        h, w = src.args[0], src.args[1]
+        bias = src.args[2] if base_name(src) == "linear" and len(src.args) > 2 else None
+        if base_name(src) != "linear":
+            ctx.skip(module_path(src), "a matmul head is not rewritten (use nn.Linear)")
+            continue
+        d = int(w.meta["val"].shape[-1])  # type: ignore[union-attr]
+        gain = ctx.param("logit_gain", torch.tensor(1.0), "learnable logit gain, init 1")
+        cw = ctx.call(canonical, (w,), after=src, like=src)
+        scores = ctx.call(aten.linear.default, (h, cw), after=cw, like=src)
+        g = ctx.call(aten.mul.Tensor, (gain, scores), after=scores, like=src)
+        out = ctx.call(aten.div.Tensor, (g, math.sqrt(d)), after=g, like=src)
+        if bias is not None:
+            out = ctx.call(aten.add.Tensor, (out, bias), after=out, like=src)
+        src.replace_all_uses_with(out)
+        ctx.graph.erase_node(src)
+        ctx.note("logits", describe(src), f"logit_gain * C(h) . C(W)^T / sqrt({d})")
+
+
+RULES: list[Rule] = [residual_stream, branch_normalisers, attention, activations, logits]
+
+
+# -- driver -----------------------------------------------------------------------------------
+
+
+def _eliminate_dead(traced: TracedGraph) -> list[str]:
+    graph = traced.graph
+    graph.eliminate_dead_code()
+    gone = []
+    for n in list(graph.nodes):
+        if n.op in ("placeholder", "get_attr") and not n.users and n.name in traced.leaves:
+            leaf = traced.leaves[n.name]
+            if leaf.kind in ("param", "buffer", "constant"):
+                gone.append(leaf.name)
+                del traced.leaves[n.name]
+                graph.erase_node(n)
+    kept = {leaf.name for leaf in traced.leaves.values()}
+    return sorted(set(gone) - kept)  # a tied weight's unused alias is not a dropped parameter
+
+
+def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None) -> GCTResult:
+    """Trace (dynamic batch and sequence), infer units, and apply the GCT rules."""
+    t0 = time.perf_counter()
+    traced = trace(model, example_inputs, dynamic=True)
+    ug: UnitGraph = run_inference(traced)
+    ctx = RewriteContext(ug)
+    for rule in rules or RULES:
+        rule(ctx)
+    residuals = int(ctx.state.get("residuals", 0))
+    if residuals == 0:
+        raise RewriteError(
+            f"{type(model).__name__} has no residual stream (no add of a stream and a branch computed "
+            "from it inside a submodule): there is nothing to put on canonical coordinates"
+        )
+    dropped = _eliminate_dead(traced)
+    traced.graph.lint()
+    by_module: dict[str, int] = defaultdict(int)
+    for u in ctx.unhandled:
+        by_module[u["module"]] += 1
+    return GCTResult(traced, dict(ctx.new_params), ctx.log, ctx.unhandled, residuals,
+                     int(ctx.state.get("rewritten", 0)), dropped, time.perf_counter() - t0)
