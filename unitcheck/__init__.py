@@ -28,6 +28,8 @@ __all__ = [
     "Report",
     "oracle",
     "load_model",
+    "load",
+    "rewrite_gct",
     "__version__",
 ]
 
@@ -43,6 +45,8 @@ _LAZY = {
     "trace": ("unitcheck.tracer", "trace"),
     "TraceError": ("unitcheck.tracer", "TraceError"),
     "load_model": ("unitcheck.loader", "load_model"),
+    "load": ("unitcheck.rewrite.save", "load"),
+    "rewrite_gct": ("unitcheck.rewrite.api", "rewrite_gct"),
 }
 
 
@@ -64,5 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .linter import Report, lint  # noqa: F401
     from .loader import load_model  # noqa: F401
     from .registry import method, rule  # noqa: F401
+    from .rewrite.api import rewrite_gct  # noqa: F401
+    from .rewrite.save import load  # noqa: F401
     from .tracer import TraceError, trace  # noqa: F401
     from .units import Unit  # noqa: F401

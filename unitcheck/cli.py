@@ -19,6 +19,7 @@ EXAMPLES = {
     "models": "unitcheck models",
     "train": "unitcheck train --model gct --steps 600 --out-dir runs/gct\n  torchrun --nproc_per_node=2 -m unitcheck train --model gpt --steps 300\n  unitcheck train --model gpt --out-dir runs/gpt --resume",
     "plot": "unitcheck plot runs/gpt runs/gct --out loss.png",
+    "rewrite": "unitcheck rewrite gpt --to gct --out rewrites/gpt_gct\n  unitcheck rewrite hf:llama --to gct --nvfp4 ngpt --out rewrites/llama_gct",
 }
 
 
@@ -70,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json", "dot"], default="text")
     p.add_argument("--verify", action="store_true", help="also run the equivariance oracle and the radial fingerprint (SPEC 7)")
 
+    p = add("rewrite", "rewrite a model into its Gauge-Canonical Transformer form")
+    _add_model_args(p)
+    p.add_argument("--to", choices=["gct"], default="gct", help="target form (default: gct)")
+    p.add_argument("--nvfp4", choices=["te", "ngpt"], default=None, help="also run every weight GEMM in NVFP4 with this recipe")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for model.py, weights and unitcheck.json")
+    p.add_argument("--partial", action="store_true", help="write the result even if some residual branch or interface was left untouched")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="report format")
+
     p = add("train", "train a bundled or rewritten model on the bundled corpus")
     from .train.config import add_arguments
 
@@ -116,7 +125,7 @@ def _one_line(text: str) -> str:
 def _known_error(err: BaseException) -> str | None:
     names = {c.__name__ for c in type(err).__mro__}
     for known in ("UsageError", "ModelSpecError", "TraceError", "UnitParseError", "ConfigError",
-                  "NonFiniteLoss", "ImportError",
+                  "NonFiniteLoss", "ImportError", "RewriteError",
                   "BaselineError", "OracleError", "HFError", "RewriteError", "FileNotFoundError",
                   "ValueError", "KeyError"):
         if known in names:
@@ -131,6 +140,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_rule(args.code)
     if args.command == "models":
         return _cmd_models()
+    if args.command == "rewrite":
+        from .commands.rewrite import run
+
+        return run(args)
     if args.command == "train":
         from .commands.train import run
 

@@ -83,7 +83,16 @@ def _dtype_agnostic(graph: fx.Graph) -> None:
     the generated model runs in whatever precision its parameters have (float64 for the oracle,
     bf16 for training)."""
     aten = torch.ops.aten
+    first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
+    device_node = None
     for node in list(graph.nodes):
+        if "device" in node.kwargs and first_input is not None and node.op == "call_function" \
+                and node.target is not aten._to_copy.default:
+            # factories (arange, full, ...) follow the input's device instead of the traced one
+            if device_node is None:
+                with graph.inserting_after(first_input):
+                    device_node = graph.call_function(getattr, (first_input, "device"))
+            node.kwargs = {**node.kwargs, "device": device_node}
         if node.target is aten._assert_tensor_metadata.default:
             graph.erase_node(node)
         elif node.target is aten._to_copy.default and set(node.kwargs) <= {"dtype", "layout", "device"}:
