@@ -20,7 +20,7 @@ def _logits(ctx: RuleContext, what: str) -> UnitValue:
     u = ctx.u(x)
     if isinstance(u, (Index, Poly)) or ctx.to_dimensionless(u):
         return DIMENSIONLESS
-    return ctx.violation("UC301", f"{what} on logits of unit {u}", {"logits": u})
+    return ctx.violation("UC301", f"the loss's logits carry the unit {u} ({what})", {"logits": u})
 
 
 @rule(ops("nll_loss_forward", "nll_loss", "nll_loss2d_forward", "nll_loss_nd", "nll_loss2d"),

@@ -41,8 +41,7 @@ class GPTPlusOne(GPT):
     """The bundled GPT with one more violating op: a literal added to the logits."""
 
     def forward(self, idx, targets=None):  # type: ignore[no-untyped-def,override]
-        logits, _ = super().forward(idx, targets)
-        logits = logits + 1.0
+        logits = super().forward(idx) + 1.0
         return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 

@@ -248,6 +248,23 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, A
     )
 
 
+def _needs_lowering(graph: fx.Graph) -> bool:
+    """Export's training IR already has the high-level ops the rules want (and lowering it costs
+    as much as the export itself). Lower only when it holds a mutating op, which
+    functionalisation removes, or an op with no unit rule, which decomposition may explain."""
+    from .registry import lookup
+
+    for n in graph.nodes:
+        if n.op != "call_function":
+            continue
+        t = n.target
+        if isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable:
+            return True
+        if lookup(t) is None:
+            return True
+    return False
+
+
 def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Every dimension of every tensor input left to export (``Dim.AUTO``): the graph keeps
     symbolic sizes wherever the model allows, so generated code runs at any batch and length."""
@@ -266,7 +283,8 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool = False) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
     ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
-    ep = ep.run_decompositions(_decomposition_table())
+    if _needs_lowering(ep.graph_module.graph):
+        ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
     names = _canonical_names(model)
     params = dict(model.named_parameters(remove_duplicate=False))

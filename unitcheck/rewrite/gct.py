@@ -43,6 +43,12 @@ _ELEMENTWISE = {"mul", "add", "sub", "div", "pow", "tanh", "neg", "_to_copy", "c
                 "erf", "sigmoid", "exp", "rsqrt", "sqrt", "view", "reshape", "expand"}
 
 
+# ops between the head and the loss (casts, the causal shift, flattening) that move values only
+_MOVEMENT = {"view", "reshape", "_to_copy", "to", "contiguous", "clone", "_unsafe_view", "slice",
+             "select", "permute", "transpose", "alias", "squeeze", "unsqueeze", "flatten", "expand",
+             "type_as", "float"}
+
+
 class RewriteError(ValueError):
     """The model cannot be rewritten (e.g. it has no residual structure)."""
 
@@ -302,7 +308,7 @@ def logits(ctx: RewriteContext) -> None:
         if n.meta.get("unit_violation") != "UC301":
             continue
         src = n.args[0]
-        while isinstance(src, fx.Node) and base_name(src) in ("view", "reshape", "_to_copy", "contiguous", "clone", "_unsafe_view"):
+        while isinstance(src, fx.Node) and base_name(src) in _MOVEMENT:
             src = src.args[0]
         if not isinstance(src, fx.Node) or base_name(src) not in ("linear", "matmul", "mm"):
             ctx.skip(module_path(n), "the logits are not a linear projection of the stream")
