@@ -10,8 +10,8 @@ import argparse
 import time
 
 import torch
-
 from unitcheck.models import build
+
 from unitcheck.rewrite.api import rewrite
 
 

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .nvfp4 import BLOCK, fake_quantize_fast
+from .nvfp4 import fake_quantize_fast
 
 __all__ = ["Recipe", "RECIPES", "nvfp4_linear", "NVFP4Linear", "nvfp4_matmul"]
 
@@ -46,9 +45,22 @@ def _q(x: torch.Tensor, **kw: Any) -> torch.Tensor:
     return fake_quantize_fast(x, **kw).to(x.dtype)
 
 
-def _pad_rows(x: torch.Tensor) -> torch.Tensor:
-    pad = (-x.shape[0]) % BLOCK
-    return F.pad(x, (0, 0, 0, pad)) if pad else x
+_WEIGHTS: dict[tuple[int, int, int, str], torch.Tensor] = {}
+
+
+def _weight(w: torch.Tensor, r: Recipe) -> torch.Tensor:
+    """The quantised weight, cached by storage and version: fprop quantises it once per
+    optimizer step and dgrad reuses it (16x16 tiles are the same in both orientations)."""
+    if not w.is_leaf:  # a computed weight (C(W) in a GCT head) is new every step: no cache
+        return _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
+    key = (w.data_ptr(), w._version, id(w), r.name)
+    hit = _WEIGHTS.get(key)
+    if hit is None:
+        hit = _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
+        if len(_WEIGHTS) >= 256:
+            _WEIGHTS.pop(next(iter(_WEIGHTS)))
+        _WEIGHTS[key] = hit
+    return hit
 
 
 @torch.library.custom_op("unitcheck::nvfp4_linear", mutates_args=())
@@ -59,8 +71,7 @@ def _nvfp4_linear_op(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
     xq = _q(x2, per_tensor=r.per_tensor_forward)
-    wq = _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
-    y = xq @ wq.t()
+    y = xq @ _weight(w, r).t()
     if b is not None:
         y = y + b
     return y.reshape(*shape[:-1], w.shape[0])
@@ -84,18 +95,16 @@ def _backward(ctx: Any, gy: torch.Tensor) -> tuple[Any, ...]:
     gy2 = gy.reshape(-1, gy.shape[-1])
     gx = gw = gb = None
     if ctx.needs_input_grad[0]:
-        # dgrad: W's 16x16 tiles quantise both orientations alike
-        wq = _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
+        # dgrad: W's 16x16 tiles quantise both orientations alike, so fprop's copy is reused
+        wq = _weight(w, r)
         gq = _q(gy2, per_tensor=r.per_tensor_grad, stochastic=r.stochastic_grad)
         gx = (gq @ wq).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        # wgrad: the reduction runs over tokens, so both operands are quantised along it
-        gt = _pad_rows(gy2).t().contiguous()
-        xt = _pad_rows(x2).t().contiguous()
-        gtq = _q(gt, per_tensor=r.per_tensor_grad, stochastic=r.stochastic_grad,
-                 hadamard_transform=r.hadamard_wgrad)
-        xtq = _q(xt, per_tensor=r.per_tensor_forward, hadamard_transform=r.hadamard_wgrad)
-        gw = gtq @ xtq.t()
+        # wgrad: the reduction runs over tokens, so both operands are quantised down it
+        gq = _q(gy2, per_tensor=r.per_tensor_grad, stochastic=r.stochastic_grad,
+                hadamard_transform=r.hadamard_wgrad, axis=0)
+        xq = _q(x2, per_tensor=r.per_tensor_forward, hadamard_transform=r.hadamard_wgrad, axis=0)
+        gw = gq.t() @ xq
     if ctx.has_bias and ctx.needs_input_grad[2]:
         gb = gy2.sum(0)
     return gx, gw, gb, None

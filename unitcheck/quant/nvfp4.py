@@ -47,10 +47,8 @@ def round_e2m1(v: torch.Tensor, stochastic: bool = False, generator: torch.Gener
     a = v.abs()
     step = torch.where(a < 2, 0.5, torch.where(a < 4, 1.0, 2.0)).to(v.dtype)
     if stochastic:
-        lo = torch.floor(a / step) * step
         u = torch.rand(v.shape, generator=generator, dtype=torch.float32, device=v.device).to(v.dtype)
-        q = lo + step * (u < (a - lo) / step).to(v.dtype)
-        q = torch.clamp(q, max=FP4_MAX)
+        q = torch.clamp(torch.floor(a / step + u) * step, max=FP4_MAX)
     else:
         q = torch.round(a / step) * step
     return torch.copysign(q, v)
@@ -183,26 +181,49 @@ def fake_quantize(
     return dequantize(q, undo_hadamard=undo_hadamard)
 
 
-def _core(x3: torch.Tensor, amax: torch.Tensor, S: torch.Tensor, u: torch.Tensor | None) -> torch.Tensor:
-    """Scale, round and decode blocks ``x3`` (rows, blocks, 16) with block amax ``amax``."""
+_M32 = 0xFFFFFFFF
+
+
+def _uniform(like: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
+    """Counter-based uniforms in [0, 1): a murmur3 finaliser of (index, seed). Inside a compiled
+    kernel this costs a sixth of ``torch.rand`` and never materialises a random tensor."""
+    h = (torch.arange(like.numel(), dtype=torch.int64, device=like.device) + seed * 0x9E3779B9) & _M32
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & _M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & _M32
+    h = h ^ (h >> 16)
+    return ((h >> 8).to(torch.float32) * (1.0 / (1 << 24))).reshape(like.shape)
+
+
+def _core(x: torch.Tensor, amax: torch.Tensor, S: torch.Tensor, seed: torch.Tensor | None) -> torch.Tensor:
+    """Scale, round and decode ``x`` given its block amax (broadcastable to ``x``)."""
     dec = torch.clamp(torch.clamp(amax * (S * (1.0 / FP4_MAX)), max=FP32_MAX), -E4M3_MAX, E4M3_MAX)
     dec = dec.to(torch.float8_e4m3fn).to(torch.float32)
     enc = torch.clamp(1.0 / (dec * (1.0 / S)), max=FP32_MAX)
-    v = torch.clamp(x3 * enc, -FP4_MAX, FP4_MAX)
+    v = torch.clamp(x * enc, -FP4_MAX, FP4_MAX)
     a = v.abs()
     step = torch.where(a < 2, 0.5, torch.where(a < 4, 1.0, 2.0))
-    if u is None:
+    if seed is None:
         q = torch.round(a / step) * step
-    else:
-        lo = torch.floor(a / step) * step
-        q = torch.clamp(lo + step * (u < (a - lo) / step).to(a.dtype), max=FP4_MAX)
+    else:  # floor(a/step + u): up with probability frac(a/step), so E[q] = a
+        q = torch.clamp(torch.floor(a / step + _uniform(a, seed)) * step, max=FP4_MAX)
     return torch.copysign(q, v) * (dec * (1.0 / S))
 
 
-def _core_rows(x3: torch.Tensor, per_tensor: bool, u: torch.Tensor | None) -> torch.Tensor:
-    """1x16 blocks: the amax reductions fuse with the rest."""
-    S = _global_scale(x3, per_tensor)
-    return _core(x3, x3.abs().amax(dim=-1, keepdim=True), S, u)
+def _fq_rows(x3: torch.Tensor, per_tensor: bool, seed: torch.Tensor | None) -> torch.Tensor:
+    """(rows, blocks, 16): 1x16 blocks along the last dimension."""
+    return _core(x3, x3.abs().amax(dim=-1, keepdim=True), _global_scale(x3, per_tensor), seed)
+
+
+def _fq_cols(x3: torch.Tensor, per_tensor: bool, seed: torch.Tensor | None) -> torch.Tensor:
+    """(blocks, 16, cols): 16x1 blocks down the first dimension (no transposed copy needed)."""
+    return _core(x3, x3.abs().amax(dim=1, keepdim=True), _global_scale(x3, per_tensor), seed)
+
+
+def _fq_tiles(x4: torch.Tensor, per_tensor: bool) -> torch.Tensor:
+    """(rows/16, 16, cols/16, 16): 16x16 tiles."""
+    return _core(x4, x4.abs().amax(dim=(1, 3), keepdim=True), _global_scale(x4, per_tensor), None)
 
 
 _COMPILED: dict[str, Any] = {}
@@ -226,26 +247,51 @@ def _call(fn: Any, *args: Any) -> torch.Tensor:
         return fn(*args)  # type: ignore[no-any-return]
 
 
+_RHT_CACHE: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _rht_t(like: torch.Tensor) -> torch.Tensor:
+    key = (like.dtype, like.device)
+    if key not in _RHT_CACHE:
+        _RHT_CACHE[key] = hadamard_matrix(BLOCK, dtype=like.dtype).to(like.device).t().contiguous()
+    return _RHT_CACHE[key]
+
+
+def _seed(stochastic: bool) -> torch.Tensor | None:
+    return torch.randint(0, 1 << 31, (), dtype=torch.int64) if stochastic else None
+
+
 def fake_quantize_fast(
     x: torch.Tensor, *, block_2d: bool = False, per_tensor: bool = True, stochastic: bool = False,
-    hadamard_transform: bool = False, generator: torch.Generator | None = None,
+    hadamard_transform: bool = False, axis: int = -1,
 ) -> torch.Tensor:
-    """``fake_quantize`` with the elementwise core compiled by ``torch.compile`` (two graphs:
-    round-to-nearest and stochastic; dynamic shapes). Padding, the Hadamard transform and the
-    amax reductions run eagerly. Results stay in the Hadamard domain when ``hadamard_transform``
-    is set (the GEMM that consumes them cancels it). ``UNITCHECK_NVFP4_COMPILE=0`` disables
-    compilation; it also falls back to eager where compilation fails."""
-    x2, shape = _as_2d(x.detach(), block_2d)
-    x2 = x2.to(torch.float32)
+    """``fake_quantize`` through ``torch.compile`` (one fused kernel per block layout, dynamic
+    shapes; ``UNITCHECK_NVFP4_COMPILE=0`` or a compile failure runs it eagerly).
+
+    ``axis=0`` quantises 2-D ``x`` in 16-element blocks down its columns, as wgrad needs for its
+    token-dimension reduction, without a transposed copy. Stochastic rounding draws counter-based
+    uniforms seeded from torch's generator. With ``hadamard_transform`` the result stays in the
+    transformed domain (the GEMM that consumes both operands cancels it)."""
+    xd = x.detach().to(torch.float32)
+    if axis == 0:
+        if xd.dim() != 2 or block_2d:
+            raise ValueError("axis=0 quantises 2-D tensors in 1x16 blocks")
+        r, c = xd.shape
+        pad = (-r) % BLOCK
+        x2 = torch.nn.functional.pad(xd, (0, 0, 0, pad)) if pad else xd
+        x3 = x2.reshape(-1, BLOCK, c)
+        if hadamard_transform:  # (D H / 4)^T on every 16-token block: one batched GEMM
+            x3 = torch.matmul(_rht_t(x3), x3)
+        out = _call(_fq_cols, x3, per_tensor, _seed(stochastic)).reshape(-1, c)
+        return out[:r].to(x.dtype)
+    x2, shape = _as_2d(xd, block_2d)
     if hadamard_transform:
         x2 = hadamard(x2)
     r, c = x2.shape
-    x3 = x2.reshape(r, c // BLOCK, BLOCK)
-    u = torch.rand(x3.shape, generator=generator, device=x.device) if stochastic else None
     if block_2d:
-        out = _call(_core, x3, _block_amax(x2, True), _global_scale(x2, per_tensor), u)
+        out = _call(_fq_tiles, x2.reshape(r // BLOCK, BLOCK, c // BLOCK, BLOCK), per_tensor)
     else:
-        out = _call(_core_rows, x3, per_tensor, u)
+        out = _call(_fq_rows, x2.reshape(r, c // BLOCK, BLOCK), per_tensor, _seed(stochastic))
     rows = x.numel() // shape[-1] if x.dim() else 1
     return out.reshape(r, c)[:rows, : shape[-1] if x.dim() else 1].reshape(shape).to(x.dtype)
 
