@@ -19,6 +19,7 @@ EXAMPLES = {
     "models": "unitcheck models",
     "train": "unitcheck train --model gct --steps 600 --out-dir runs/gct\n  torchrun --nproc_per_node=2 -m unitcheck train --model gpt --steps 300\n  unitcheck train --model gpt --out-dir runs/gpt --resume",
     "plot": "unitcheck plot runs/gpt runs/gct --out loss.png",
+    "diagnose": "unitcheck diagnose gpt --set n_layer=12 --batch 8 --seq 256\n  unitcheck diagnose runs/gct --compare runs/gpt --out diag/",
     "rewrite": "unitcheck rewrite gpt --to gct --out rewrites/gpt_gct\n  unitcheck rewrite hf:llama --to gct --nvfp4 ngpt --out rewrites/llama_gct",
 }
 
@@ -78,6 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="directory for model.py, weights and unitcheck.json")
     p.add_argument("--partial", action="store_true", help="write the result even if some residual branch or interface was left untouched")
     p.add_argument("--format", choices=["text", "json"], default="text", help="report format")
+
+    p = add("diagnose", "measure UVI, stream scale, NVFP4 dot-product SNR, flatness and the fingerprint")
+    p.add_argument("model", metavar="MODEL|RUN_DIR")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--compare", metavar="MODEL|RUN_DIR", help="a second model, diagnosed side by side")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--recipe", choices=["te", "ngpt"], default="te", help="NVFP4 recipe for the SNR analysis")
+    p.add_argument("--uvi-threshold", type=float, default=1.0, help="flag |UVI| above this")
+    p.add_argument("--out", metavar="DIR", help="write diagnostics.json and PNG plots here")
+    p.add_argument("--output", "-o", metavar="FILE")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-fingerprint", action="store_true")
 
     p = add("train", "train a bundled or rewritten model on the bundled corpus")
     from .train.config import add_arguments
@@ -140,6 +154,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_rule(args.code)
     if args.command == "models":
         return _cmd_models()
+    if args.command == "diagnose":
+        from .commands.diagnose import run
+
+        return run(args)
     if args.command == "rewrite":
         from .commands.rewrite import run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import torch
@@ -49,12 +50,24 @@ def residual_pair(
     if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
         return None
     here = module_of(add)
+
+    def inside(path: str) -> bool:
+        return path != here and (here == "" or path.startswith(here + "."))
+
     for stream, branch in ((a, b), (b, a)):
         if order[stream] > order[branch] or not is_ancestor(stream, branch, order):
             continue
-        there = module_of(branch)
-        if there != here and (here == "" or there.startswith(here + ".")):
-            return stream, branch
+        # the branch's computation (back to the stream) passes through a submodule: the branch
+        # itself (x + attn(x)) or an op applied to its output (h + alpha * C(attn(h)))
+        seen, queue = {branch}, deque([branch])
+        while queue and len(seen) < 4096:  # breadth-first and bounded: the submodule is close
+            n = queue.popleft()
+            if inside(module_of(n)):
+                return stream, branch
+            for p in n.all_input_nodes:
+                if p is not stream and p not in seen and p.op == "call_function":
+                    seen.add(p)
+                    queue.append(p)
     return None
 
 
