@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from unitcheck.models.layers import example_batch
+
 from unitcheck.rewrite.api import rewrite, write_rewrite
 from unitcheck.train import TrainConfig, train
 from unitcheck.train.data import load_corpus
