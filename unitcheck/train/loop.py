@@ -83,9 +83,16 @@ def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
+_TE_BACKEND: dict[str, bool] = {"on": False}
+
+
 def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
     if cfg.precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    if cfg.precision in ("nvfp4", "fp8") and _TE_BACKEND["on"]:
+        from ..quant import te_backend
+
+        return te_backend.autocast("fp8" if cfg.precision == "fp8" else cfg.nvfp4_recipe)
     return contextlib.nullcontext()
 
 
@@ -183,10 +190,17 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
     corpus = load_corpus(cfg.tokenizer, cfg.corpus)
     model = build_model(cfg, corpus.vocab_size).to(device)
     model.train()
-    if cfg.precision == "nvfp4":
+    if cfg.precision in ("nvfp4", "fp8"):
+        from ..quant import te_backend
         from ..quant.substitute import substitute_nvfp4
 
-        report = substitute_nvfp4(model, recipe=cfg.nvfp4_recipe, keep_last=cfg.keep_last)
+        if cfg.precision == "fp8":  # Hopper: Transformer Engine's FP8 current-scaling recipe
+            ok, why = te_backend.fp8_availability()
+            if not ok:
+                raise ValueError(f"--precision fp8 needs Transformer Engine on an FP8 GPU: {why}")
+        report = substitute_nvfp4(model, recipe="te" if cfg.precision == "fp8" else cfg.nvfp4_recipe,
+                                  keep_last=cfg.keep_last, backend="te" if cfg.precision == "fp8" else "auto")
+        _TE_BACKEND["on"] = report.backend == "transformer_engine"
         if d.main:
             print(report.summary(), flush=True)
     opt = _optimizer(model, cfg)
