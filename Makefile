@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint typecheck clean
+.PHONY: demo test test-slow results lint typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -x --timeout=900 $(PYTEST_ARGS)
+
+# `make results` runs every experiment at full size (hours on 2 cores, resumable) and writes
+# docs/results.md; `make results QUICK=1` runs the tiny version in about a minute.
+results: $(STAMP)
+	$(PY) bench/experiments/run_all.py $(if $(QUICK),--quick,)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow --timeout=3600 $(PYTEST_ARGS)

@@ -16,6 +16,7 @@ MODELS: dict[str, str] = {
     "qknorm": "LLaMA plus per-head QK RMSNorm with gains",
     "ngpt": "nGPT: hypersphere-normalised stream and weights, eigen learning rates",
     "gct": "Gauge-Canonical Transformer (seed 000): canonical coordinates, orthogonal updates",
+    "vit": "small Vision Transformer (patches, learned positions, pre-LN, mean-pooled head)",
 }
 
 

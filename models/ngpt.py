@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, causal_lm_loss, example_batch, justnorm
+from .layers import Rotary, causal_lm_loss, example_batch, justnorm, orthogonal
 
 
 @dataclass
@@ -29,6 +29,7 @@ class NGPTConfig:
     n_head: int = 4
     n_embd: int = 64
     alpha_init: float = 0.05
+    project: bool = False  # the GCT projection: the update's component off the stream only
 
 
 class Block(nn.Module):
@@ -60,10 +61,16 @@ class Block(nn.Module):
         self.sqk = nn.Parameter(base * torch.ones(C))
         self.suv = nn.Parameter(torch.ones(2 * 4 * C))
         self.sqrt_d = math.sqrt(C)
+        self.project = cfg.project
 
     def _lr(self, alpha: torch.Tensor) -> torch.Tensor:
         value, scaling = self.alpha_scale
         return torch.abs(alpha * (value / scaling))
+
+    def _target(self, update: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """nGPT interpolates towards norm(update); with the GCT projection, towards the part of
+        the update orthogonal to the stream (seed 000: 'nGPT plus the GCT projection')."""
+        return justnorm(orthogonal(update, h) if self.project else update)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         B, T, C = h.size()
@@ -76,13 +83,13 @@ class Block(nn.Module):
         q, k = sqk * justnorm(q), sqk * justnorm(k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=math.sqrt(self.head_dim))
         h_att = self.att_c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        a, b = justnorm(h), justnorm(h_att)
+        a, b = justnorm(h), self._target(h_att, h)
         h = justnorm(a + self._lr(self.attn_alpha) * (b - a))
 
         uv = self.c_fc(h) * (self.suv * self.sqrt_d)
         u, v = uv.chunk(2, dim=-1)
         h_mlp = self.mlp_c_proj(u * F.silu(v))
-        a, b = justnorm(h), justnorm(h_mlp)
+        a, b = justnorm(h), self._target(h_mlp, h)
         return justnorm(a + self._lr(self.mlp_alpha) * (b - a))
 
 

@@ -78,12 +78,12 @@ def test_uvi_monitor_logs_and_stops(tmp_path: Path) -> None:
     from unitcheck.train import TrainConfig, train
 
     cfg = TrainConfig(model="gpt", n_layer=2, n_embd=32, n_head=2, seq_len=32, batch_size=8, steps=12,
-                      eval_interval=12, eval_batches=1, uvi_interval=2, uvi_stop=0.5, uvi_patience=2,
+                      eval_interval=12, eval_batches=1, uvi_interval=2, uvi_stop=0.2, uvi_patience=2,
                       out_dir=str(tmp_path))
     res = train(cfg)
     assert res.stopped.startswith("uvi_stop") and res.steps == 4
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert "uvi_max" in rows[1] and rows[1]["uvi_max"] > 0.5
+    assert rows[1]["uvi_max"] > 0.2 and rows[1]["uvi_attn_max"] > rows[1]["uvi_max"]
     cfg.uvi_stop, cfg.out_dir = 0.0, str(tmp_path / "b")
     assert train(cfg).stopped == "completed"
 

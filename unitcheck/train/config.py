@@ -16,6 +16,7 @@ NORMALISED_MODELS = ("ngpt",)
 @dataclass
 class TrainConfig:
     model: str = field(default="gpt", metadata={"help": "bundled name, a rewrite directory, or file.py:factory"})
+    model_set: str = field(default="", metadata={"help": "extra config fields of a bundled model, comma-separated key=value (e.g. project=true)"})
     n_layer: int = field(default=4, metadata={"help": "depth (bundled models)"})
     n_head: int = field(default=4, metadata={"help": "attention heads (bundled models)"})
     n_embd: int = field(default=128, metadata={"help": "width (bundled models)"})

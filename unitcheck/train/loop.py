@@ -68,6 +68,14 @@ def build_model(cfg: TrainConfig, vocab_size: int) -> nn.Module:
         wanted = dict(vocab_size=vocab_size, block_size=cfg.seq_len, n_layer=cfg.n_layer,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, n_kv_head=cfg.n_head)
         overrides = {k: v for k, v in wanted.items() if k in fields}
+        if cfg.model_set:
+            from ..loader import parse_sets
+
+            extra = parse_sets([s for s in cfg.model_set.split(",") if s])
+            unknown = set(extra) - fields
+            if unknown:
+                raise ValueError(f"{cfg.model} has no config field(s) {', '.join(sorted(unknown))}")
+            overrides.update(extra)
         model, _ = model_module(cfg.model).build(seed=cfg.seed, **overrides)
         return model
     from ..loader import load_model

@@ -1,0 +1,74 @@
+"""Experiment 3: post-training quantisation (seed 000): per-tensor int8 of weights and
+activations, and NVFP4, applied to trained models; loss increase per model, kappa_scale beside it
+(cross-token scale spread consumes log2(kappa) bits).
+
+    python bench/experiments/ptq.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from typing import Any
+
+import torch
+from common import FULL, QUICK, Store, trained, val_batch
+from torch import nn
+
+MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
+
+
+def _int8(t: torch.Tensor) -> torch.Tensor:
+    s = t.abs().amax().clamp(min=1e-12) / 127.0
+    return torch.round(t / s).clamp(-127, 127) * s
+
+
+def int8_ptq(model: nn.Module) -> nn.Module:
+    """Per-tensor symmetric int8 of every block linear's weight and (dynamically) its input."""
+    m = copy.deepcopy(model)
+    for name, mod in m.named_modules():
+        if isinstance(mod, nn.Linear) and "lm_head" not in name:
+            with torch.no_grad():
+                mod.weight.copy_(_int8(mod.weight))
+            mod.register_forward_pre_hook(lambda _m, args: (_int8(args[0]),) + tuple(args[1:]))
+    return m
+
+
+def nvfp4_ptq(model: nn.Module) -> nn.Module:
+    from unitcheck.quant.substitute import substitute_nvfp4
+
+    m = copy.deepcopy(model)
+    substitute_nvfp4(m, "te")
+    return m
+
+
+@torch.no_grad()
+def val_loss(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    model.eval()
+    return sum(float(model(x, y)[1]) for x, y in batches) / len(batches)
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from unitcheck.diagnose.capture import capture
+    from unitcheck.diagnose.uvi import kappa_scale
+
+    sizes = QUICK if quick else FULL
+    store = Store("ptq", quick)
+    batches = [val_batch(sizes, seed=s) for s in range(2 if quick else 5)]
+    for name in MODELS:
+        def job(name: str = name) -> dict[str, Any]:
+            model = trained(name, sizes, quick)
+            base = val_loss(model, batches)
+            kappa = max(r["kappa"] for r in kappa_scale(capture(model, batches[0])))
+            i8, f4 = val_loss(int8_ptq(model), batches), val_loss(nvfp4_ptq(model), batches)
+            return {"model": name, "fp32": base, "int8": i8, "nvfp4": f4, "int8_increase": i8 - base,
+                    "nvfp4_increase": f4 - base, "kappa_scale": kappa}
+
+        store.get_or_run(name, job)
+    return store.data["entries"]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    print(run(ap.parse_args().quick))

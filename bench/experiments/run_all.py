@@ -1,0 +1,42 @@
+"""Run every experiment (resumable) and write docs/results.md from their JSON files.
+
+    python bench/experiments/run_all.py            # full sizes (a couple of hours on 2 cores)
+    python bench/experiments/run_all.py --quick    # tiny sizes in minutes (a slow test runs this)
+    python bench/experiments/run_all.py --only pinn vision
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+EXPERIMENTS = ["lr_robustness", "ptq", "depth", "fingerprint_exp", "snr_width", "pinn", "vision"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="+", choices=EXPERIMENTS)
+    ap.add_argument("--render-only", action="store_true", help="only regenerate the page from existing results")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(2)
+    t0 = time.perf_counter()
+    if not args.render_only:
+        for name in args.only or EXPERIMENTS:
+            print(f"== {name}", flush=True)
+            importlib.import_module(name).run(args.quick)
+    from render import render
+
+    path = render(args.quick, compute_seconds=time.perf_counter() - t0)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

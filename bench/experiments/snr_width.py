@@ -1,0 +1,74 @@
+"""Experiment 6: dot-product SNR with width (seed 001, section 3.4). Trained gpt and the
+normalised models (ngpt, gct) at several widths: measured dot-product SNR and rho_s under NVFP4,
+and the SNR ratio Eq. 5 predicts from the measured rho_s, (1 + D rho_norm) / (1 + D rho_gpt),
+against the measured ratio; the three regimes are set by D against 1/rho.
+
+    python bench/experiments/snr_width.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from common import FULL, QUICK, Store, plt, save_fig, trained, val_batch
+
+MODELS = ["gpt", "ngpt", "gct"]
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from unitcheck.diagnose.capture import capture
+    from unitcheck.diagnose.snr import layer_rows
+
+    sizes = QUICK if quick else FULL
+    widths = [32, 64] if quick else [64, 128, 256]
+    store = Store("snr_width", quick)
+    for width in widths:
+        for name in MODELS:
+            def job(name: str = name, width: int = width) -> dict[str, Any]:
+                s = replace(sizes, n_embd=width)
+                model = trained(name, s, quick, n_embd=width)
+                cap = capture(model, val_batch(s, batch=4))
+                rows = [r for r in layer_rows(cap.linears, cap.values, "te")  # one quantiser for all
+                        if r["D"] == width]  # the GEMMs that reduce over the model width
+                return {"model": name, "width": width,
+                        "snr_dot_db": statistics.mean(r["snr_dot_db"] for r in rows),
+                        "snr_products_db": statistics.mean(r["snr_products_db"] for r in rows),
+                        "gain_db": statistics.mean(r["averaging_gain_db"] for r in rows),
+                        "rho_s": statistics.mean(r["rho_s"] for r in rows),
+                        "rho_n": statistics.mean(r["rho_n"] for r in rows)}
+
+            store.get_or_run(f"{name}|{width}", job)
+    e = store.data["entries"]
+    ratios = []
+    for width in widths:
+        g = e[f"gpt|{width}"]
+        for name in ("ngpt", "gct"):
+            n = e[f"{name}|{width}"]
+            measured = 10 ** ((n["snr_dot_db"] - g["snr_dot_db"]) / 10)
+            predicted = (1 + width * n["rho_s"]) / (1 + width * g["rho_s"])
+            ratios.append({"model": name, "width": width, "measured_ratio": measured,
+                           "eq5_ratio": predicted, "1/rho_model": 1 / n["rho_s"] if n["rho_s"] > 0 else math.inf,
+                           "1/rho_gpt": 1 / g["rho_s"] if g["rho_s"] > 0 else math.inf})
+    store.set("ratios", ratios)
+    p = plt()
+    fig, ax = p.subplots(figsize=(6, 4))
+    for i, name in enumerate(MODELS):
+        ax.plot(widths, [e[f"{name}|{w}"]["snr_dot_db"] for w in widths], "-o", color=f"C{i}", label=f"{name} measured")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("width D")
+    ax.set_ylabel("dot-product SNR under NVFP4 (dB)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    save_fig(fig, store.png("snr_width"))
+    return {"entries": e, "ratios": ratios}
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    print(run(ap.parse_args().quick))

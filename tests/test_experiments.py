@@ -1,0 +1,42 @@
+"""The experiments at tiny size (slow set): every script runs and writes the fields the results
+page needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_run_all_quick(tmp_path: Path) -> None:
+    env = {**os.environ, "UNITCHECK_RESULTS": str(tmp_path / "results")}
+    subprocess.run([sys.executable, str(ROOT / "bench" / "experiments" / "run_all.py"), "--quick"],
+                   check=True, cwd=tmp_path, env=env, timeout=3000, capture_output=True)
+    q = tmp_path / "results" / "quick"
+    lr = json.loads((q / "lr_robustness.json").read_text())
+    assert len(lr["entries"]) == 50 and set(lr["summary"]) == {"gpt", "llama", "qknorm", "ngpt", "gct"}
+    assert all("relative_error" in v for v in lr["summary"].values())
+    ptq = json.loads((q / "ptq.json").read_text())["entries"]
+    assert all({"int8_increase", "nvfp4_increase", "kappa_scale"} <= set(v) for v in ptq.values())
+    depth = json.loads((q / "depth.json").read_text())
+    assert set(depth["tuned_lr"]) == {"gct", "gpt", "ngpt", "ngpt+proj"}
+    fp = json.loads((q / "fingerprint.json").read_text())["summary"]
+    assert fp["matches"] == fp["generators"] > 0
+    snr = json.loads((q / "snr_width.json").read_text())
+    assert snr["ratios"] and all("eq5_ratio" in r for r in snr["ratios"])
+    pinn = json.loads((q / "pinn.json").read_text())
+    assert set(pinn["worst"]) == {"equal", "adaptive", "unit-aware"} and pinn["lint"]["equal"] == ["UC303"]
+    vision = json.loads((q / "vision.json").read_text())["entries"]
+    assert vision["gct"]["violations"] == 0 and vision["vit"]["violations"] > 0
+    page = (q / "results.md").read_text()
+    for section in ("Learning-rate robustness", "NVFP4 relative error", "Post-training", "Depth transfer",
+                    "fingerprint", "SNR with width", "PINN", "Vision"):
+        assert section in page
+    assert all(p.with_suffix(".png").exists() for p in (q / "lr_robustness.png", q / "depth.png", q / "pinn.png"))
