@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, canonical, causal_lm_loss, example_batch, init_gpt_style, orthogonal
+from .layers import Rotary, build_lm, canonical, init_gpt_style, lm_output, orthogonal
 
 
 @dataclass
@@ -137,9 +137,7 @@ class GCT(nn.Module):
         else:
             scores = h @ head.t()
         logits = self.logit_gain * scores / math.sqrt(self.config.n_embd)
-        if targets is None:
-            return logits
-        return logits, causal_lm_loss(logits, targets)
+        return lm_output(logits, targets)
 
 
 Config = GCTConfig
@@ -147,6 +145,4 @@ Model = GCT
 
 
 def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
-    torch.manual_seed(seed)
-    cfg = GCTConfig(**overrides)  # type: ignore[arg-type]
-    return GCT(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)
+    return build_lm(GCT, GCTConfig, batch, seq, seed, overrides)

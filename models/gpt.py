@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import causal_lm_loss, example_batch, init_gpt_style
+from .layers import build_lm, init_gpt_style, lm_output
 
 
 @dataclass
@@ -100,9 +100,7 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, V)
-        if targets is None:
-            return logits
-        return logits, causal_lm_loss(logits, targets)
+        return lm_output(logits, targets)
 
 
 Config = GPTConfig
@@ -111,6 +109,4 @@ Model = GPT
 
 def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
     """The model at its small default size and an example batch ``(idx, targets)``."""
-    torch.manual_seed(seed)
-    cfg = GPTConfig(**overrides)  # type: ignore[arg-type]
-    return GPT(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)
+    return build_lm(GPT, GPTConfig, batch, seq, seed, overrides)

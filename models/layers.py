@@ -7,6 +7,7 @@ LLaMA (RMSNorm, RoPE), nGPT (hypersphere normalisation).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -121,6 +122,19 @@ class Rotary(nn.Module):
 
 def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def lm_output(logits: torch.Tensor, targets: torch.Tensor | None):  # type: ignore[no-untyped-def]
+    """What every language model here returns: logits, or ``(logits, loss)`` given targets."""
+    return logits if targets is None else (logits, causal_lm_loss(logits, targets))
+
+
+def build_lm(model_cls: Any, config_cls: Any, batch: int, seq: int | None, seed: int,
+             overrides: dict[str, object]) -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+    """A language model at its default size (seeded) and an example batch ``(idx, targets)``."""
+    torch.manual_seed(seed)
+    cfg = config_cls(**overrides)
+    return model_cls(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)
 
 
 def example_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

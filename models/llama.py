@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import RMSNorm, Rotary, causal_lm_loss, example_batch, init_gpt_style
+from .layers import RMSNorm, Rotary, build_lm, init_gpt_style, lm_output
 
 
 @dataclass
@@ -102,9 +102,7 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x)
         logits = self.lm_head(self.norm(x))
-        if targets is None:
-            return logits
-        return logits, causal_lm_loss(logits, targets)
+        return lm_output(logits, targets)
 
 
 Config = LlamaConfig
@@ -112,6 +110,4 @@ Model = Llama
 
 
 def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(**overrides)  # type: ignore[arg-type]
-    return Llama(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)
+    return build_lm(Llama, LlamaConfig, batch, seq, seed, overrides)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, causal_lm_loss, example_batch, justnorm, orthogonal
+from .layers import Rotary, build_lm, justnorm, lm_output, orthogonal
 
 
 @dataclass
@@ -134,9 +134,7 @@ class NGPT(nn.Module):
             h = block(h)
         value, scaling = self.sz_scale
         logits = self.lm_head(h) * (self.sz * (value / scaling))
-        if targets is None:
-            return logits
-        return logits, causal_lm_loss(logits, targets)
+        return lm_output(logits, targets)
 
 
 Config = NGPTConfig
@@ -144,6 +142,4 @@ Model = NGPT
 
 
 def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
-    torch.manual_seed(seed)
-    cfg = NGPTConfig(**overrides)  # type: ignore[arg-type]
-    return NGPT(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)
+    return build_lm(NGPT, NGPTConfig, batch, seq, seed, overrides)

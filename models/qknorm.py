@@ -7,9 +7,7 @@ gains are declared dimensionless. Reference: Henry et al. 2020, Query-Key Normal
 
 from __future__ import annotations
 
-import torch
-
-from .layers import example_batch
+from .layers import build_lm
 from .llama import Llama, LlamaConfig
 
 Config = LlamaConfig
@@ -17,7 +15,5 @@ Model = Llama
 
 
 def build(batch: int = 2, seq: int | None = None, seed: int = 0, **overrides: object):  # type: ignore[no-untyped-def]
-    torch.manual_seed(seed)
     overrides.setdefault("qk_norm", True)
-    cfg = LlamaConfig(**overrides)  # type: ignore[arg-type]
-    return Llama(cfg), example_batch(cfg.vocab_size, batch, seq or min(32, cfg.block_size), seed)
+    return build_lm(Llama, LlamaConfig, batch, seq, seed, overrides)

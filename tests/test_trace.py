@@ -8,17 +8,7 @@ from unitcheck.models import build
 from unitcheck.infer import infer_units
 from unitcheck.tracer import TraceError, location, module_path, trace
 
-
-class Branchy(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.fc(x)
-        if h.sum() > 0:  # data-dependent branch
-            return h * 2
-        return h
+from .cli_models import Branchy  # data-dependent branch
 
 
 @torch.fx.wrap
@@ -60,7 +50,7 @@ def test_data_dependent_branch_raises_trace_error_with_file_and_line() -> None:
         trace(Branchy(), torch.randn(2, 4))
     msg = str(err.value)
     assert "data-dependent branch" in msg
-    assert "test_trace.py:" in msg and "if h.sum() > 0" in msg
+    assert "cli_models.py:" in msg and "if h.sum() > 0" in msg
     assert err.value.location is not None and err.value.location.line > 0
 
 

@@ -71,6 +71,18 @@ def residual_pair(
     return None
 
 
+def residual_adds(graph: fx.Graph, module_of: Any) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
+    """Every residual ``add`` of the graph as ``(add, stream, branch)``, in graph order."""
+    order = topo_index(graph)
+    out = []
+    for n in graph.nodes:
+        if n.op == "call_function" and base_name(n) == "add" and len(n.args) >= 2:
+            pair = residual_pair(n, n.args[0], n.args[1], order, module_of)
+            if pair is not None:
+                out.append((n, pair[0], pair[1]))
+    return out
+
+
 def node_dtype(val: Any) -> torch.dtype | None:
     if isinstance(val, torch.Tensor):
         return val.dtype

@@ -3,6 +3,7 @@ the sizes of the full and quick modes."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unitcheck.fsutil import atomic_write_text
+from unitcheck.plotting import pyplot, save_figure
 
 RESULTS = os.environ.get("UNITCHECK_RESULTS", os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results"))
 
@@ -86,22 +88,15 @@ def runs_dir(quick: bool) -> str:
     return os.path.join("runs", "experiments_quick" if quick else "experiments")
 
 
-def plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as p
-
-    return p
+plt = pyplot
+save_fig = save_figure
 
 
-def save_fig(fig: Any, path: str) -> str:
-    from unitcheck.fsutil import atomic_path
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt().close(fig)
-    return path
+def main(run: Callable[[bool], Any]) -> None:
+    """Command line of one experiment: ``python bench/experiments/X.py [--quick]``."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="the small sizes used by the tests")
+    print(run(ap.parse_args().quick))
 
 
 def trained(model: str, sizes: Sizes, quick: bool, **overrides: Any) -> Any:

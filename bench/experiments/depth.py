@@ -6,12 +6,11 @@ rate tuned at the smallest depth; gct against gpt, ngpt, and ngpt plus the GCT p
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import replace
 from typing import Any
 
-from common import FULL, QUICK, Store, plt, runs_dir, save_fig, train_run
+from common import FULL, QUICK, Store, main, plt, runs_dir, save_fig, train_run
 
 MODELS = {"gct": ("gct", ""), "gpt": ("gpt", ""), "ngpt": ("ngpt", ""), "ngpt+proj": ("ngpt", "project=true")}
 TUNE = [1e-3, 2e-3, 4e-3]
@@ -53,11 +52,8 @@ def plot(store: Store, depths: list[int]) -> str:
     ax.set_title("depth transfer at a fixed token budget (lr tuned at the smallest depth)")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     return save_fig(fig, store.png("depth"))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

@@ -7,10 +7,9 @@ redrawn) and after training (trained weights, not redrawn). The seed reports 54 
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from common import FULL, QUICK, Store, trained, val_batch
+from common import FULL, QUICK, Store, main, trained, val_batch
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
 
@@ -45,6 +44,4 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

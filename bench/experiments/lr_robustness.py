@@ -11,11 +11,10 @@ model's best fp32 rate.
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
-from common import FULL, QUICK, Store, plt, runs_dir, save_fig, train_run
+from common import FULL, QUICK, Store, main, plt, runs_dir, save_fig, train_run
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
 NORMALISED = {"ngpt", "gct"}
@@ -83,11 +82,8 @@ def plot(store: Store) -> str:
     ax.set_title("learning-rate robustness (solid fp32, dashed NVFP4)")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     return save_fig(fig, store.png("lr_robustness"))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

@@ -16,12 +16,11 @@ the unit-aware weights).
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Any
 
 import torch
-from common import Store, plt, save_fig
+from common import Store, main, plt, save_fig
 from torch import nn
 
 SCALES = [0.01, 0.1, 1.0, 10.0, 100.0]  # the length unit X: 10^4 across the sweep
@@ -136,12 +135,9 @@ def run(quick: bool) -> dict[str, Any]:
     ax.set_title("1D Poisson PINN across a 10^4 unit sweep")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     save_fig(fig, store.png("pinn"))
     return {"worst": worst, "lint": store.data["lint"]}
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

@@ -7,12 +7,11 @@ activations, and NVFP4, applied to trained models; loss increase per model, kapp
 
 from __future__ import annotations
 
-import argparse
 import copy
 from typing import Any
 
 import torch
-from common import FULL, QUICK, Store, trained, val_batch
+from common import FULL, QUICK, Store, main, trained, val_batch
 from torch import nn
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
@@ -69,6 +68,4 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

@@ -8,13 +8,12 @@ against the measured ratio; the three regimes are set by D against 1/rho.
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 from dataclasses import replace
 from typing import Any
 
-from common import FULL, QUICK, Store, plt, save_fig, trained, val_batch
+from common import FULL, QUICK, Store, main, plt, save_fig, trained, val_batch
 
 MODELS = ["gpt", "ngpt", "gct"]
 
@@ -63,12 +62,9 @@ def run(quick: bool) -> dict[str, Any]:
     ax.set_ylabel("dot-product SNR under NVFP4 (dB)")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     save_fig(fig, store.png("snr_width"))
     return {"entries": e, "ratios": ratios}
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

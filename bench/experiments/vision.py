@@ -7,11 +7,10 @@ and rewrite path works outside language models.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import torch
-from common import Store
+from common import Store, main
 
 
 def train_classifier(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor],
@@ -58,6 +57,4 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    print(run(ap.parse_args().quick))
+    main(run)

@@ -11,7 +11,7 @@ import torch.fx as fx
 from torch import nn
 
 from ..execute import run_graph
-from ..graphs import base_name, residual_pair, topo_index
+from ..graphs import base_name, residual_adds
 from ..infer import UnitGraph, infer_units
 from ..tracer import module_path
 
@@ -48,13 +48,7 @@ def _leaf_values(ug: UnitGraph, grad: bool) -> dict[str, Any]:
 
 def capture(model: nn.Module, inputs: Any, grads: bool = False) -> Capture:
     ug = infer_units(model, inputs)
-    order = topo_index(ug.graph)
-    residuals = []
-    for n in ug.graph.nodes:
-        if n.op == "call_function" and base_name(n) == "add" and len(n.args) >= 2:
-            pair = residual_pair(n, n.args[0], n.args[1], order, module_path)
-            if pair is not None:
-                residuals.append((n, pair[0], pair[1]))
+    residuals = residual_adds(ug.graph, module_path)
     attention = [n for n in ug.graph.nodes if base_name(n) == "scaled_dot_product_attention"]
     linears = [n for n in ug.graph.nodes if base_name(n) in _LINEAR]
     ctx = torch.enable_grad() if grads else torch.no_grad()

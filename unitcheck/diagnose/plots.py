@@ -6,30 +6,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..plotting import pyplot, save_figure
+
 __all__ = ["plot_all"]
 
 
-def _plt() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise ImportError("plots need matplotlib: pip install 'unitcheck[plot]'") from err
-    return plt
-
-
-def _save(fig: Any, path: str) -> str:
-    from ..fsutil import atomic_path
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    return path
-
-
 def uvi_heatmap(diag: dict[str, Any], path: str, title: str) -> str:
-    plt = _plt()
+    plt = pyplot()
     rows = diag["uvi_attn"]
     layers = 1 + max((r["layer"] for r in rows), default=0)
     heads = 1 + max((r["head"] for r in rows), default=0)
@@ -48,14 +31,11 @@ def uvi_heatmap(diag: dict[str, Any], path: str, title: str) -> str:
     axes[1].set_title("UVI_res per residual add")
     axes[1].invert_yaxis()
     fig.suptitle(title)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def snr_bars(diags: dict[str, dict[str, Any]], path: str) -> str:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.8 / max(1, len(diags))
     for i, (name, d) in enumerate(diags.items()):
@@ -67,14 +47,11 @@ def snr_bars(diags: dict[str, dict[str, Any]], path: str) -> str:
     ax.set_ylabel("SNR under NVFP4 (dB)")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def flatness_curves(diags: dict[str, dict[str, Any]], path: str) -> str:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name, d in diags.items():
         ax.plot([r["alpha"] for r in d["flatness"]], [r["increase"] for r in d["flatness"]], "o-", label=name)
@@ -82,14 +59,11 @@ def flatness_curves(diags: dict[str, dict[str, Any]], path: str) -> str:
     ax.set_ylabel("loss increase (nats)")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def fingerprint_table(diag: dict[str, Any], path: str, title: str) -> str:
-    plt = _plt()
+    plt = pyplot()
     rows = diag.get("fingerprint", [])
     cells = [[r["generator"].replace("p:", ""), "gauge" if r["predicted_gauge"] else "radial",
               f"{r['measured']:.1e}", "yes" if r["match"] else "NO"] for r in rows] or [["(no generator)", "", "", ""]]
@@ -99,10 +73,7 @@ def fingerprint_table(diag: dict[str, Any], path: str, title: str) -> str:
     table.auto_set_font_size(False)
     table.set_fontsize(7)
     ax.set_title(title)
-    fig.tight_layout()
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def plot_all(diags: dict[str, dict[str, Any]], out_dir: str) -> list[str]:

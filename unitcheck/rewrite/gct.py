@@ -29,7 +29,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..graphs import base_name, residual_pair, topo_index
+from ..graphs import base_name, residual_adds, topo_index
 from ..infer import UnitGraph, run_inference
 from ..models.layers import canonical, orthogonal
 from ..tracer import TracedGraph, module_path, trace
@@ -73,14 +73,7 @@ class GCTResult:
 
 
 def _residuals(ctx: RewriteContext) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
-    order = topo_index(ctx.graph)
-    out = []
-    for n in ctx.graph.nodes:
-        if n.op == "call_function" and base_name(n) == "add" and len(n.args) >= 2:
-            pair = residual_pair(n, n.args[0], n.args[1], order, module_path)
-            if pair is not None:
-                out.append((n, pair[0], pair[1]))
-    return out
+    return residual_adds(ctx.graph, module_path)
 
 
 def _child(parent: str, path: str) -> str:

@@ -6,6 +6,8 @@ import json
 import os
 from typing import Any
 
+from ..plotting import pyplot, save_figure
+
 __all__ = ["read_metrics", "plot_runs"]
 
 
@@ -24,15 +26,7 @@ def read_metrics(run_dir: str) -> list[dict[str, Any]]:
 
 
 def plot_runs(run_dirs: list[str], out: str, title: str | None = None) -> str:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise ImportError("plots need matplotlib: pip install 'unitcheck[plot]'") from err
-    from ..fsutil import atomic_path
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for i, run in enumerate(run_dirs):
         rows = read_metrics(run)
@@ -48,8 +42,4 @@ def plot_runs(run_dirs: list[str], out: str, title: str | None = None) -> str:
     ax.set_title(title or "training (faint) and validation loss")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
