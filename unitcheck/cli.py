@@ -81,17 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text", help="report format")
 
     p = add("diagnose", "measure UVI, stream scale, NVFP4 dot-product SNR, flatness and the fingerprint")
-    p.add_argument("model", metavar="MODEL|RUN_DIR")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("model", metavar="MODEL|RUN_DIR",
+                   help="bundled name, hf:<type>, file.py:factory, a rewrite or a training run directory")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
     p.add_argument("--compare", metavar="MODEL|RUN_DIR", help="a second model, diagnosed side by side")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8, help="sequences in the measurement batch (default: 8)")
+    p.add_argument("--seq", type=int, default=256, help="tokens per sequence (default: 256)")
     p.add_argument("--recipe", choices=["te", "ngpt"], default="te", help="NVFP4 recipe for the SNR analysis")
     p.add_argument("--uvi-threshold", type=float, default=1.0, help="flag |UVI| above this")
     p.add_argument("--out", metavar="DIR", help="write diagnostics.json and PNG plots here")
-    p.add_argument("--output", "-o", metavar="FILE")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--no-fingerprint", action="store_true")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the text summary to FILE (atomically) instead of stdout")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    p.add_argument("--no-fingerprint", action="store_true", help="skip the radial fingerprint (the slowest part)")
 
     p = add("train", "train a bundled or rewritten model on the bundled corpus")
     from .train.config import add_arguments
