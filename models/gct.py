@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, build_lm, canonical, init_gpt_style, lm_output, orthogonal
+from .layers import Rotary, build_lm, canonical, check_config, init_gpt_style, lm_output, orthogonal
 
 
 @dataclass
@@ -36,6 +36,9 @@ class GCTConfig:
     bias: bool = True
     pos: str = "learned"  # "learned" | "rope"
     mlp: str = "gelu"  # "gelu" | "swiglu"
+
+    def __post_init__(self) -> None:
+        check_config(self, rope=self.pos == "rope", pos=("learned", "rope"), mlp=("gelu", "swiglu"))
 
 
 class CausalSelfAttention(nn.Module):

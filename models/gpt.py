@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import build_lm, init_gpt_style, lm_output
+from .layers import build_lm, check_config, init_gpt_style, lm_output
 
 
 @dataclass
@@ -27,6 +27,9 @@ class GPTConfig:
     n_embd: int = 64
     dropout: float = 0.0
     bias: bool = True
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 class CausalSelfAttention(nn.Module):

@@ -120,6 +120,25 @@ class Rotary(nn.Module):
         return torch.stack((y1, y2), dim=-1).flatten(-2)
 
 
+def check_config(cfg: Any, rope: bool = False, **choices: tuple[str, ...]) -> None:
+    """Reject a config the model cannot be built from, with the field to fix (before any shape
+    error deep inside a forward pass)."""
+    for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_kv_head", "image_size", "patch_size"):
+        value = getattr(cfg, name, None)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(f"n_embd ({cfg.n_embd}) must be a multiple of n_head ({cfg.n_head})")
+    if rope and (cfg.n_embd // cfg.n_head) % 2:
+        raise ValueError(f"rotary embeddings need an even head size, got n_embd/n_head = {cfg.n_embd // cfg.n_head}")
+    kv = getattr(cfg, "n_kv_head", None)
+    if kv is not None and cfg.n_head % kv:
+        raise ValueError(f"n_head ({cfg.n_head}) must be a multiple of n_kv_head ({kv})")
+    for name, allowed in choices.items():
+        if getattr(cfg, name) not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(cfg, name)!r}")
+
+
 def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 

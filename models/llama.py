@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import RMSNorm, Rotary, build_lm, init_gpt_style, lm_output
+from .layers import RMSNorm, Rotary, build_lm, check_config, init_gpt_style, lm_output
 
 
 @dataclass
@@ -29,6 +29,9 @@ class LlamaConfig:
     hidden: int = 0  # 0: 8/3 n_embd rounded up to a multiple of 16
     norm_eps: float = 1e-6
     qk_norm: bool = False
+
+    def __post_init__(self) -> None:
+        check_config(self, rope=True)
 
     def ffn_dim(self) -> int:
         return self.hidden or 16 * ((8 * self.n_embd // 3 + 15) // 16)

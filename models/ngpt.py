@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, build_lm, justnorm, lm_output, orthogonal
+from .layers import Rotary, build_lm, check_config, justnorm, lm_output, orthogonal
 
 
 @dataclass
@@ -30,6 +30,9 @@ class NGPTConfig:
     n_embd: int = 64
     alpha_init: float = 0.05
     project: bool = False  # the GCT projection: the update's component off the stream only
+
+    def __post_init__(self) -> None:
+        check_config(self, rope=True)
 
 
 class Block(nn.Module):

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .layers import check_config
+
 
 @dataclass
 class ViTConfig:
@@ -23,6 +25,11 @@ class ViTConfig:
     n_head: int = 4
     n_embd: int = 64
     bias: bool = True
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size ({self.image_size}) must be a multiple of patch_size ({self.patch_size})")
 
     @property
     def n_patches(self) -> int:

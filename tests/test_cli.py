@@ -43,6 +43,13 @@ BAD_INPUTS = [
     (["lint", f"{MODELS}:module_only"], "pass --input"),
     (["rule", "UC999"], "unknown rule code"),
     (["lint", "gpt", "--select", "UC777"], "unknown rule code"),
+    (["lint", "gpt", "--set", "n_embd=30"], "n_embd (30) must be a multiple of n_head (4)"),
+    (["lint", "gct", "--set", "pos=alibi"], "pos must be one of learned, rope"),
+    (["train", "--steps", "-3"], "--steps must be at least 1"),
+    (["train", "--beta2", "1"], "--beta2 must lie in [0, 1)"),
+    (["train", "--n-embd", "30", "--steps", "1"], "must be a multiple of n_head"),
+    (["train", "--steps", "1", "--out-dir", "/dev/null/run"], "Not a directory"),
+    (["rewrite", "gpt", "--out", "/dev/null"], "exists and is not a directory"),
 ]
 
 
@@ -161,3 +168,10 @@ def test_console_script_runs() -> None:
     res = subprocess.run([sys.executable, "-m", "unitcheck", "rule", "UC101"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "mismatched-combine" in res.stdout
     assert time.perf_counter() - t0 < 30
+
+
+def test_non_positive_sizes_are_rejected_by_the_parser(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        main(["diagnose", "gpt", "--batch", "0"])
+    assert exc.value.code == 2
+    assert "--batch: must be at least 1, got 0" in capsys.readouterr().err

@@ -28,6 +28,13 @@ class UsageError(Exception):
     """A one-line problem with the command line or its inputs: exit code 2."""
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="bundled name, hf:<type>, file.py:factory, pkg.mod:factory, or a rewrite directory")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
@@ -85,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bundled name, hf:<type>, file.py:factory, a rewrite or a training run directory")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field (repeatable)")
     p.add_argument("--compare", metavar="MODEL|RUN_DIR", help="a second model, diagnosed side by side")
-    p.add_argument("--batch", type=int, default=8, help="sequences in the measurement batch (default: 8)")
-    p.add_argument("--seq", type=int, default=256, help="tokens per sequence (default: 256)")
+    p.add_argument("--batch", type=_positive_int, default=8, help="sequences in the measurement batch (default: 8)")
+    p.add_argument("--seq", type=_positive_int, default=256, help="tokens per sequence (default: 256)")
     p.add_argument("--recipe", choices=["te", "ngpt"], default="te", help="NVFP4 recipe for the SNR analysis")
     p.add_argument("--uvi-threshold", type=float, default=1.0, help="flag |UVI| above this")
     p.add_argument("--out", metavar="DIR", help="write diagnostics.json and PNG plots here")
@@ -141,8 +148,8 @@ def _known_error(err: BaseException) -> str | None:
     names = {c.__name__ for c in type(err).__mro__}
     for known in ("UsageError", "ModelSpecError", "TraceError", "UnitParseError", "ConfigError",
                   "NonFiniteLoss", "ImportError", "RewriteError",
-                  "BaselineError", "OracleError", "HFError", "RewriteError", "FileNotFoundError",
-                  "ValueError", "KeyError"):
+                  "BaselineError", "OracleError", "HFError", "FileNotFoundError", "ValueError", "KeyError",
+                  "OSError"):  # OSError: a path the user gave is not writable, not a directory...
         if known in names:
             return known
     return None

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from ..cli import load, write_output
+from ..cli import UsageError, load, write_output
 
 
 def run(args: argparse.Namespace) -> int:
     from ..linter import lint
     from ..rewrite.api import RewriteError, rewrite, write_rewrite
 
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out} exists and is not a directory")
     loaded = load(args, real=True)  # the rewrite keeps the model's weights
     try:
         result = rewrite(loaded.model, loaded.inputs, nvfp4=args.nvfp4, source_name=args.model)

@@ -52,6 +52,27 @@ class TrainConfig:
     recipe: str = field(default="auto", metadata={"help": "auto (nGPT recipe for normalised models) or standard", "choices": ["auto", "standard", "normalised"]})
     inject_nan_at: int = field(default=-1, metadata={"help": "testing: make the loss NaN at this step"})
 
+    def validate(self) -> None:
+        """Raise ValueError naming the flag of the first out-of-range setting."""
+        def bad(name: str, why: str) -> ValueError:
+            return ValueError(f"--{name.replace('_', '-')} {why}, got {getattr(self, name)!r}")
+
+        for name in ("n_layer", "n_head", "n_embd", "seq_len", "batch_size", "steps", "eval_interval",
+                     "eval_batches", "log_interval", "checkpoint_interval", "uvi_patience"):
+            if getattr(self, name) < 1:
+                raise bad(name, "must be at least 1")
+        for name in ("warmup", "weight_decay", "grad_clip", "max_seconds", "uvi_interval", "uvi_stop"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must not be negative")
+        for name in ("keep_last", "min_lr_ratio", "decay_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise bad(name, "must lie in [0, 1]")
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise bad(name, "must lie in [0, 1)")
+        if not self.lr > 0:
+            raise bad("lr", "must be positive")
+
     def normalised(self) -> bool:
         if self.recipe == "auto":
             return self.model in NORMALISED_MODELS

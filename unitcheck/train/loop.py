@@ -184,6 +184,7 @@ class _Progress:
 
 def train(cfg: TrainConfig, on_step: Callable[[int, dict[str, Any]], None] | None = None) -> TrainResult:
     """Train ``cfg.model`` on the bundled corpus; writes metrics.jsonl and checkpoints."""
+    cfg.validate()
     cfg = cfg.effective()
     d = setup("cuda" if cfg.device.startswith("cuda") or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
     try:
@@ -230,8 +231,11 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
         if d.main:
             _truncate_metrics(metrics_path, start - 1)
             print(f"resumed from {ckpt_path} at step {start}", flush=True)
-    elif d.main and os.path.exists(metrics_path):
-        os.remove(metrics_path)
+    elif d.main:
+        if cfg.resume:
+            print(f"no checkpoint at {ckpt_path}: starting from step 0", flush=True)
+        if os.path.exists(metrics_path):
+            os.remove(metrics_path)
     if d.main:
         atomic_write_text(os.path.join(cfg.out_dir, "config.json"), json.dumps(cfg.to_json(), indent=2) + "\n")
     net: nn.Module = nn.parallel.DistributedDataParallel(model) if d.enabled else model
