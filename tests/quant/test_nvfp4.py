@@ -154,3 +154,39 @@ def test_hadamard_is_orthogonal_and_invertible() -> None:
 def test_gaussian_snr_is_20_4_db() -> None:
     x = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
     assert abs(snr_db(x, fake_quantize(x)) - 20.4) <= 0.2
+
+
+@pytest.mark.parametrize("per_tensor", [True, False])
+def test_compiled_path_equals_the_eager_reference_in_every_layout(per_tensor: bool) -> None:
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(96, 80, generator=g) * torch.logspace(-2, 2, 80)
+    assert torch.equal(fake_quantize_fast(x, per_tensor=per_tensor), fake_quantize(x, per_tensor=per_tensor))
+    assert torch.equal(fake_quantize_fast(x, block_2d=True, per_tensor=per_tensor),
+                       fake_quantize(x, block_2d=True, per_tensor=per_tensor))
+    # axis=0: 16-element blocks down the columns, as the transposed tensor quantised by rows
+    assert torch.equal(fake_quantize_fast(x, axis=0, per_tensor=per_tensor),
+                       fake_quantize(x.t().contiguous(), per_tensor=per_tensor).t())
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_compiled_stochastic_rounding_is_unbiased(axis: int) -> None:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(64, 64, generator=g).clamp(-2.9, 2.9)
+    x[::16, :] = 3.0
+    x[:, ::16] = 3.0  # every block, rows or columns, holds the global amax: exact scales, no clipping
+    torch.manual_seed(6)
+    n = 2000
+    draws = torch.stack([fake_quantize_fast(x, stochastic=True, axis=axis) for _ in range(n)])
+    mean, std = draws.mean(0), draws.std(0)
+    # every block's amax is 3, so x is encoded as v = 2x; a draw is one of v's two grid
+    # neighbours, the upper with probability f = frac(|v| / step): the mean's standard error is
+    # step/2 * sqrt(f (1 - f) / n) (the sample std is 0 for f ~ 1/n, so use the exact one)
+    v = (2 * x).abs()
+    step = torch.where(v < 2, 0.5, torch.where(v < 4, 1.0, 2.0))
+    f = torch.frac(v / step)
+    sem = step / 2 * torch.sqrt(f * (1 - f) / n)
+    assert ((mean - x).abs() <= 5 * sem + step / 2 / n).all()
+    assert ((std - step / 2 * torch.sqrt(f * (1 - f))).abs() <= 0.1 * step).all()
+    assert (std > 0).float().mean() > 0.5  # off-grid values really are randomised
+    rne = fake_quantize_fast(x, axis=axis)
+    assert ((mean - x).abs().mean() < (rne - x).abs().mean() / 5)  # unlike round-to-nearest
