@@ -61,21 +61,17 @@ def test_bad_input_exits_2_with_one_line(capsys, argv, needle) -> None:  # type:
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_malformed_config_and_baseline_exit_2(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    bad_toml = tmp_path / "pyproject.toml"
-    bad_toml.write_text("[tool.unitcheck\nselect = 3\n")
-    code, _, err = run(capsys, "lint", "gct", "--config", str(bad_toml))
-    assert code == 2 and "malformed TOML" in err and err.count("\n") == 1
-    bad_toml.write_text('[tool.unitcheck]\nfail-on = "sometimes"\n')
-    code, _, err = run(capsys, "lint", "gct", "--config", str(bad_toml))
-    assert code == 2 and "fail-on" in err
-    bad_baseline = tmp_path / "baseline.json"
-    bad_baseline.write_text("{not json")
-    code, _, err = run(capsys, "lint", "gct", "--baseline", str(bad_baseline))
-    assert code == 2 and "not valid JSON" in err and err.count("\n") == 1
-    bad_baseline.write_text('{"something": "else"}')
-    code, _, err = run(capsys, "lint", "gct", "--baseline", str(bad_baseline))
-    assert code == 2 and "not a unitcheck baseline" in err
+@pytest.mark.parametrize(("name", "content", "flag", "needle"), [
+    ("pyproject.toml", "[tool.unitcheck\nselect = 3\n", "--config", "malformed TOML"),
+    ("pyproject.toml", '[tool.unitcheck]\nfail-on = "sometimes"\n', "--config", "fail-on"),
+    ("baseline.json", "{not json", "--baseline", "not valid JSON"),
+    ("baseline.json", '{"something": "else"}', "--baseline", "not a unitcheck baseline"),
+])
+def test_malformed_config_and_baseline_exit_2(capsys, tmp_path, name, content, flag, needle) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / name
+    path.write_text(content)
+    code, _, err = run(capsys, "lint", "gct", flag, str(path))
+    assert code == 2 and needle in err and err.count("\n") == 1
 
 
 def test_config_select_ignore_and_declarations(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
