@@ -99,9 +99,17 @@ def main(run: Callable[[bool], Any]) -> None:
     print(run(ap.parse_args().quick))
 
 
+def _completed(run_dir: str, sizes: Sizes) -> bool:
+    from unitcheck.train.checkpoint import load_checkpoint
+
+    path = os.path.join(run_dir, "ckpt.pt")
+    return os.path.exists(path) and int(load_checkpoint(path)["step"]) + 1 >= sizes.steps
+
+
 def trained(model: str, sizes: Sizes, quick: bool, **overrides: Any) -> Any:
-    """A model trained at the base recipe: the learning-rate experiment's fp32 run at the base rate
-    when it exists (so experiments share runs), else a fresh run."""
+    """A model trained at the base recipe for the full budget: the learning-rate experiment's fp32
+    run at the base rate when it ran to the end (so experiments share runs), else a fresh run
+    without the UVI stop."""
     import torch
 
     from unitcheck.train.checkpoint import load_checkpoint
@@ -110,7 +118,7 @@ def trained(model: str, sizes: Sizes, quick: bool, **overrides: Any) -> Any:
     from unitcheck.train.loop import build_model
 
     out = os.path.join(runs_dir(quick), "lr", f"{model}_fp32_{2e-3:g}")
-    if overrides or not os.path.exists(os.path.join(out, "ckpt.pt")):
+    if overrides or not _completed(out, sizes):  # a run the UVI threshold stopped is not "trained"
         out = os.path.join(runs_dir(quick), "trained", model + "".join(f"_{k}{v}" for k, v in sorted(overrides.items())))
         if not os.path.exists(os.path.join(out, "ckpt.pt")):
             _, m = train_run(model, sizes, out, **overrides)
