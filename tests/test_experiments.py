@@ -39,4 +39,7 @@ def test_run_all_quick(tmp_path: Path) -> None:
     for section in ("Learning-rate robustness", "NVFP4 relative error", "Post-training", "Depth transfer",
                     "fingerprint", "SNR with width", "PINN", "Vision"):
         assert section in page
-    assert all(p.with_suffix(".png").exists() for p in (q / "lr_robustness.png", q / "depth.png", q / "pinn.png"))
+    plots = ["lr_robustness", "ptq", "depth", "fingerprint", "snr_width", "pinn", "vision"]
+    assert all((q / f"{name}.png").stat().st_size > 1000 for name in plots)
+    assert all(f"results/quick/{name}.png" in page for name in plots)  # every plot is linked
+    assert len(vision["gct"]["train_curve"]) == 30

@@ -84,6 +84,7 @@ class FingerprintRow:
             "predicted_gauge": self.predicted_gauge,
             "measured": self.measured,
             "weights_only": self.weights_only,
+            "threshold": self.threshold,
             "measured_gauge": self.measured_gauge,
             "match": self.match,
         }

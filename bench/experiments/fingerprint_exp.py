@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common import FULL, QUICK, Store, main, trained, val_batch
+from common import FULL, QUICK, Store, main, plt, save_fig, trained, val_batch
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
 
@@ -40,7 +40,34 @@ def run(quick: bool) -> dict[str, Any]:
         store.get_or_run(f"{name}|trained", after)
     e = store.data["entries"].values()
     store.set("summary", {"generators": sum(v["generators"] for v in e), "matches": sum(v["matches"] for v in e)})
+    plot(store)
     return store.data["summary"]
+
+
+def plot(store: Store) -> str:
+    """Every generator's measured radial rate, by model and state: the predicted gauges should sit
+    orders of magnitude below the rest."""
+    fig, ax = plt().subplots(figsize=(7.5, 4))
+    labels = []
+    for i, v in enumerate(store.data["entries"].values()):
+        labels.append(f"{v['model']}\n{v['state']}")
+        if not v["rows"]:  # every weight declared dimensionless (nGPT): nothing to measure
+            ax.text(i, 1e-8, "no scale\ngenerators", ha="center", fontsize=6, color="0.4")
+        for r in v["rows"]:
+            y = max(r["measured"], 1e-18)
+            gauge = r["predicted_gauge"]
+            ax.scatter(i + (0.12 if gauge else -0.12), y, s=14, marker="o" if r["match"] else "X",
+                       color="C0" if gauge else "C1", alpha=0.7)
+    ax.scatter([], [], color="C0", label="predicted gauge (rate ~ 0)")
+    ax.scatter([], [], color="C1", label="predicted non-gauge")
+    ax.scatter([], [], color="k", marker="X", label="mismatch")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_ylabel("|<W, dL/dW>| / scale (per generator)")
+    ax.set_title("radial fingerprint: predicted vs measured")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    return save_fig(fig, store.png("fingerprint"))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 import torch
-from common import FULL, QUICK, Store, main, trained, val_batch
+from common import FULL, QUICK, Store, main, plt, save_fig, trained, val_batch
 from torch import nn
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
@@ -64,7 +64,24 @@ def run(quick: bool) -> dict[str, Any]:
                     "nvfp4_increase": f4 - base, "kappa_scale": kappa}
 
         store.get_or_run(name, job)
+    plot(store)
     return store.data["entries"]
+
+
+def plot(store: Store) -> str:
+    e = store.data["entries"]
+    names = list(e)
+    fig, ax = plt().subplots(figsize=(6.5, 3.8))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], [e[n]["int8_increase"] for n in names], 0.4, label="per-tensor int8")
+    ax.bar([x + 0.2 for x in xs], [e[n]["nvfp4_increase"] for n in names], 0.4, label="NVFP4 (te recipe)")
+    ax.set_xticks(list(xs), [f"{n}\nkappa {e[n]['kappa_scale']:.2f}" for n in names])
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_ylabel("validation loss increase (nats)")
+    ax.set_title("post-training quantisation of the trained models")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    return save_fig(fig, store.png("ptq"))
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def ptq_section(quick: bool) -> list[str]:
         ok = e["gct"]["kappa_scale"] < 1.01 and e["gct"]["int8_increase"] <= e["gpt"]["int8_increase"]
         lines += ["", _verdict(ok, f"GCT keeps kappa_scale at {e['gct']['kappa_scale']:.4f} and loses {e['gct']['int8_increase']:+.4f} under int8 vs GPT {e['gpt']['int8_increase']:+.4f}.",
                                f"GCT int8 {e['gct']['int8_increase']:+.4f} (kappa {e['gct']['kappa_scale']:.3f}) vs GPT {e['gpt']['int8_increase']:+.4f}; at this size per-tensor int8 barely hurts any model.")]
-    return lines + [""]
+    return lines + ["", f"![post-training quantisation]({_img('ptq', quick)})", ""]
 
 
 def depth_section(quick: bool) -> list[str]:
@@ -133,7 +133,7 @@ def fingerprint_section(quick: bool) -> list[str]:
     lines += ["", _verdict(s.get("matches") == s.get("generators"),
                             f"{s.get('matches')} of {s.get('generators')} predictions match, at initialisation and trained.",
                             f"{s.get('matches')} of {s.get('generators')} match.")]
-    return lines + [""]
+    return lines + ["", f"![fingerprint]({_img('fingerprint', quick)})", ""]
 
 
 def snr_section(quick: bool) -> list[str]:
@@ -188,7 +188,7 @@ def vision_section(quick: bool) -> list[str]:
              "| model | violations | rules | test loss | test accuracy |", "| --- | ---: | --- | ---: | ---: |"]
     for v in d["entries"].values():
         lines.append(f"| {v['model']} | {v['violations']} | {', '.join(v['rules']) or '-'} | {v['test_loss']:.3f} | {v['test_accuracy']:.3f} |")
-    return lines + [""]
+    return lines + ["", f"![vision]({_img('vision', quick)})", ""]
 
 
 def render(quick: bool, compute_seconds: float | None = None) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from common import Store, main
+from common import Store, main, plt, save_fig
 
 
 def train_classifier(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor],
-                     test: tuple[torch.Tensor, torch.Tensor], steps: int, lr: float = 2e-3, seed: int = 0) -> dict[str, float]:
+                     test: tuple[torch.Tensor, torch.Tensor], steps: int, lr: float = 2e-3, seed: int = 0) -> dict[str, Any]:
     torch.manual_seed(seed)
+    curve = []
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     images, labels = data
     g = torch.Generator().manual_seed(seed)
@@ -26,10 +27,12 @@ def train_classifier(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Ten
         opt.zero_grad()
         loss.backward()
         opt.step()
+        curve.append(float(loss))
     model.eval()
     with torch.no_grad():
         logits, loss = model(*test)
-    return {"test_loss": float(loss), "test_accuracy": float((logits.argmax(-1) == test[1]).float().mean())}
+    return {"test_loss": float(loss), "test_accuracy": float((logits.argmax(-1) == test[1]).float().mean()),
+            "train_curve": curve}
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -53,7 +56,24 @@ def run(quick: bool) -> dict[str, Any]:
 
     for kind in ("vit", "gct"):
         store.get_or_run(kind, lambda kind=kind: job(kind))
+    plot(store)
     return store.data["entries"]
+
+
+def plot(store: Store) -> str:
+    fig, ax = plt().subplots(figsize=(6, 3.8))
+    for i, v in enumerate(store.data["entries"].values()):
+        curve = v.get("train_curve", [])
+        k = max(1, len(curve) // 50)  # a moving average over ~2% of the run
+        smooth = [sum(curve[j:j + k]) / k for j in range(0, max(0, len(curve) - k + 1))]
+        ax.plot(range(k, k + len(smooth)), smooth, color=f"C{i}",
+                label=f"{v['model']}: {v['violations']} violation(s), test acc {v['test_accuracy']:.3f}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (smoothed)")
+    ax.set_title("ViT vs its GCT rewrite on generated bars")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return save_fig(fig, store.png("vision"))
 
 
 if __name__ == "__main__":
