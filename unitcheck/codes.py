@@ -280,7 +280,7 @@ Unit-aware loss weights (seed 000): `lambda_i = alpha_i / S_i`, see `unitcheck.l
     ),
     _c(
         "UC401", "update-unit", "warning",
-        "learning rate unit inconsistent with the parameter's unit for the optimizer (opt-in)",
+        "learning rate unit inconsistent with the parameter's unit for the optimizer",
         "use per-parameter learning rates with u(eta) = u(W) (Adam) or u(eta) = 2 u(W) (SGD)",
         """
 ## What it does
@@ -305,7 +305,7 @@ parameters declared dimensionless by a norm constraint (nGPT).
     ),
     _c(
         "UC402", "weight-decay-unit", "warning",
-        "weight decay that is not dimensionless (opt-in)",
+        "weight decay that is not dimensionless",
         "make eta * lambda dimensionless: scale lambda by 1/u(eta)",
         """
 ## What it does

@@ -125,10 +125,13 @@ class TracedGraph:
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_BUNDLED_MODELS = os.path.join(_OWN_DIR, "models") + os.sep  # where a non-editable install puts them
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n]+)\n(?P<code>[^\n]*)')
 
 
 def _user_frame(file: str) -> bool:
+    if file.startswith(_BUNDLED_MODELS):
+        return True
     return not (file.startswith(_TORCH_DIR) or file.startswith(_OWN_DIR) or file.startswith("<"))
 
 

@@ -110,3 +110,21 @@ def test_bundled_model_trains_in_nvfp4(tmp_path: Path) -> None:
     last = sum(h["train_loss"] for h in res.history[-5:]) / 5
     assert last < first - 0.5
     assert any("nvfp4_linear" in repr(m) or type(m).__name__ == "NVFP4Linear" for m in res.model.modules())
+
+
+def test_weight_cache_never_serves_a_freed_tensor() -> None:
+    from unitcheck.quant.gemm import RECIPES, _weight
+
+    r = RECIPES["te"]
+    for i in range(100):  # a freed weight's id and storage are soon reused by a new tensor
+        w = torch.randn(64, 48)
+        _weight(w, r)
+        del w
+        w2 = torch.randn(32 if i % 2 else 64, 48)
+        q = _weight(w2, r)
+        assert q.shape == w2.shape and torch.equal(q, _weight(w2.clone(), r))
+    w = torch.randn(32, 48)
+    q1 = _weight(w, r)
+    with torch.no_grad():
+        w.mul_(2)  # an optimizer step bumps the version: quantised again
+    assert torch.equal(_weight(w, r), 2 * q1)

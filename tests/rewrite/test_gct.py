@@ -3,6 +3,8 @@ hand-written gct, generated code that reloads and trains, and clear failures."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,16 @@ def test_untraceable_model_exits_2(capsys, tmp_path: Path) -> None:  # type: ign
     err = capsys.readouterr().err
     assert code == 2 and "data-dependent branch" in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_nvfp4_rewrite_directory_loads_in_a_fresh_process(tmp_path: Path) -> None:
+    model, inputs = build("gpt")
+    write_rewrite(rewrite(model, inputs, nvfp4="te"), str(tmp_path / "rw"), "gpt", inputs)
+    script = ("import sys, torch; from unitcheck.rewrite.save import load_rewritten; "
+              "m, (x, y) = load_rewritten(sys.argv[1]); print(float(m(x, y)[1]))")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "rw")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert 0 < float(run.stdout.strip().splitlines()[-1]) < 10
 
 
 def test_rewrite_directory_trains(tmp_path: Path) -> None:

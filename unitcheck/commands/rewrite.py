@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         data = {"model": args.model, "complete": complete, "out": args.out if written else None,
                 "violations_after": len(after.violations), "seconds": round(result.seconds, 3),
                 **result.report()}
-        write_output(json.dumps(data, indent=2) + "\n", None)
+        write_output(json.dumps(data, indent=2) + "\n", args.output)
     else:
         lines = [f"{args.model} -> GCT{' + NVFP4 (' + args.nvfp4 + ')' if args.nvfp4 else ''}: "
                  f"{g.residuals_rewritten}/{g.residuals} residual adds rewritten in {result.seconds:.2f} s"]
@@ -54,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"wrote {', '.join(written)} to {args.out}")
         else:
             lines.append("nothing written: pass --partial to keep an incomplete rewrite")
-        write_output("\n".join(lines) + "\n", None)
+        write_output("\n".join(lines) + "\n", args.output)
     return 0 if complete else 1

@@ -14,6 +14,7 @@ dequantises, then multiplies in the input precision.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,22 +46,24 @@ def _q(x: torch.Tensor, **kw: Any) -> torch.Tensor:
     return fake_quantize_fast(x, **kw).to(x.dtype)
 
 
-_WEIGHTS: dict[tuple[int, int, int, str], torch.Tensor] = {}
+_WEIGHTS: dict[tuple[int, str], tuple[weakref.ref[torch.Tensor], int, int, torch.Tensor]] = {}
 
 
 def _weight(w: torch.Tensor, r: Recipe) -> torch.Tensor:
-    """The quantised weight, cached by storage and version: fprop quantises it once per
-    optimizer step and dgrad reuses it (16x16 tiles are the same in both orientations)."""
+    """The quantised weight, cached per tensor and version: fprop quantises it once per optimizer
+    step and dgrad reuses it (16x16 tiles are the same in both orientations). An entry is valid
+    only while its tensor is alive (a weak reference): ids and storage are reused after a free."""
     if not w.is_leaf:  # a computed weight (C(W) in a GCT head) is new every step: no cache
         return _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
-    key = (w.data_ptr(), w._version, id(w), r.name)
+    key = (id(w), r.name)
     hit = _WEIGHTS.get(key)
-    if hit is None:
-        hit = _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
-        if len(_WEIGHTS) >= 256:
-            _WEIGHTS.pop(next(iter(_WEIGHTS)))
-        _WEIGHTS[key] = hit
-    return hit
+    if hit is not None and hit[0]() is w and hit[1] == w._version and hit[2] == w.data_ptr():
+        return hit[3]
+    q = _q(w, block_2d=r.weight_2d, per_tensor=r.per_tensor_forward)
+    if len(_WEIGHTS) >= 256:
+        _WEIGHTS.pop(next(iter(_WEIGHTS)))
+    _WEIGHTS[key] = (weakref.ref(w), w._version, w.data_ptr(), q)
+    return q
 
 
 @torch.library.custom_op("unitcheck::nvfp4_linear", mutates_args=())

@@ -131,6 +131,8 @@ def render_source(gm: fx.GraphModule, units: dict[str, str], source: str, how: s
     code = gm.graph.python_code(root_module="self")
     imports = sorted({_import_line(k, v) for k, v in code.globals.items()})
     body = code.src.strip("\n")
+    if "torch.ops.unitcheck." in body:  # the NVFP4 GEMM is a custom op: importing registers it
+        imports.append("import unitcheck.quant.gemm  # noqa: F401  (registers torch.ops.unitcheck.nvfp4_linear)")
     shapes = []
     for name, p in gm.named_parameters():
         shapes.append(f"        _param(self, {name!r}, {tuple(p.shape)!r}, {str(p.dtype)})")
