@@ -41,5 +41,5 @@ def test_run_all_quick(tmp_path: Path) -> None:
         assert section in page
     plots = ["lr_robustness", "ptq", "depth", "fingerprint", "snr_width", "pinn", "vision"]
     assert all((q / f"{name}.png").stat().st_size > 1000 for name in plots)
-    assert all(f"results/quick/{name}.png" in page for name in plots)  # every plot is linked
+    assert all(f"]({name}.png)" in page for name in plots)  # every plot is linked, beside the page
     assert len(vision["gct"]["train_curve"]) == 30

@@ -22,7 +22,8 @@ def _load(name: str, quick: bool) -> dict[str, Any] | None:
 
 
 def _img(name: str, quick: bool) -> str:
-    return f"results/{'quick/' if quick else ''}{name}.png"
+    """Relative to the page: docs/results.md, or results/quick/results.md beside its plots."""
+    return f"{name}.png" if quick else f"results/{name}.png"
 
 
 def _verdict(ok: bool, yes: str, no: str) -> str:
