@@ -43,3 +43,5 @@ def test_run_all_quick(tmp_path: Path) -> None:
     assert all((q / f"{name}.png").stat().st_size > 1000 for name in plots)
     assert all(f"]({name}.png)" in page for name in plots)  # every plot is linked, beside the page
     assert len(vision["gct"]["train_curve"]) == 30
+    spent = sum(v["seconds"] for name in plots for v in json.loads((q / f"{name}.json").read_text())["entries"].values())
+    assert f"summed over entries): {spent / 60:.0f} min" in page  # compute survives resumes

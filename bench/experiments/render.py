@@ -192,8 +192,22 @@ def vision_section(quick: bool) -> list[str]:
     return lines + ["", f"![vision]({_img('vision', quick)})", ""]
 
 
-def render(quick: bool, compute_seconds: float | None = None) -> str:
+PAGES = ("lr_robustness", "ptq", "depth", "fingerprint", "snr_width", "pinn", "vision")
+
+
+def compute_seconds(quick: bool) -> float:
+    """Training and measurement time summed over every stored entry: a resumed run's wall clock
+    would count only its last part."""
+    total = 0.0
+    for name in PAGES:
+        d = _load(name, quick) or {"entries": {}}
+        total += sum(float(v.get("seconds", 0.0)) for v in d["entries"].values())
+    return total
+
+
+def render(quick: bool) -> str:
     sizes = QUICK if quick else FULL
+    spent = compute_seconds(quick)
     head = [
         "# Results: the seeds' headline effects at CPU scale",
         "",
@@ -206,7 +220,7 @@ def render(quick: bool, compute_seconds: float | None = None) -> str:
         "Shakespeare text, seed 1337. NVFP4 is emulated. The seeds train "
         "51M-3.6B parameter models on hundreds of billions of tokens: these runs can show the direction of an "
         "effect, not its size."
-        + (f" Wall time of this run: {compute_seconds / 60:.0f} min." if compute_seconds else ""),
+        + (f" Time spent in the stored runs (summed over entries): {spent / 60:.0f} min." if spent else ""),
         "",
     ]
     body = (lr_section(quick) + ptq_section(quick) + depth_section(quick) + fingerprint_section(quick)

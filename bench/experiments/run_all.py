@@ -11,7 +11,6 @@ import argparse
 import importlib
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,14 +26,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(2)
-    t0 = time.perf_counter()
     if not args.render_only:
         for name in args.only or EXPERIMENTS:
             print(f"== {name}", flush=True)
             importlib.import_module(name).run(args.quick)
     from render import render
 
-    path = render(args.quick, compute_seconds=time.perf_counter() - t0)
+    path = render(args.quick)
     print(f"wrote {path}")
 
 
