@@ -49,6 +49,17 @@ def lr_section(quick: bool) -> list[str]:
             lines.append(f"| {model} | {prec} | " + " | ".join(cells) + f" | {max(finite) - min(finite):.3f} |")
     lines += ["", "\\* stopped early by the UVI threshold (|UVI_res| above 3 for two measurements).", ""]
     top = lrs[-1]
+    stops = {m: {p: [v["lr"] for v in d["entries"].values() if v["model"] == m and v["precision"] == p
+                     and v["stopped"] != "completed"] for p in ("fp32", "nvfp4")} for m in s}
+    lines.append("Runs stopped by the UVI threshold: " + "; ".join(
+        f"{m} " + (", ".join(f"{p} at lr {', '.join(f'{x:g}' for x in sorted(xs))}" for p, xs in by.items() if xs) or "none")
+        for m, by in stops.items()) + ".")
+    normalised = [m for m in ("gct", "ngpt") if m in s]
+    baselines = [m for m in ("gpt", "llama", "qknorm") if m in s]
+    stop_ok = bool(normalised and baselines) and not any(stops[m]["fp32"] or stops[m]["nvfp4"] for m in normalised) \
+        and all(top in stops[m]["fp32"] for m in baselines)
+    lines += ["", _verdict(stop_ok, "every baseline is stopped by the UVI threshold at the highest rate; no normalised run is.",
+                           "the early stops do not separate the baselines from the normalised models at this budget."), ""]
 
     def penalty(model: str) -> float:
         """Loss at the highest rate above the model's best (fp32): how badly a too-large rate hurts."""
@@ -116,8 +127,10 @@ def depth_section(quick: bool) -> list[str]:
     deep = depths[-1]
     if all(f"{m}|{deep}" in e for m in ("gct", "ngpt", "ngpt+proj")):
         g, n, p = (e[f"{m}|{deep}"]["final_val_loss"] for m in ("gct", "ngpt", "ngpt+proj"))
-        lines += ["", _verdict(g < n, f"at L={deep} GCT {g:.3f} vs nGPT {n:.3f}; nGPT plus the projection {p:.3f} ({n - p:+.3f}).",
-                               f"at L={deep} GCT {g:.3f} vs nGPT {n:.3f}; nGPT plus the projection {p:.3f} ({n - p:+.3f}).")]
+        lines += ["", _verdict(g < n, f"at L={deep} GCT {g:.3f} is below nGPT {n:.3f}.", f"at L={deep} GCT {g:.3f} vs nGPT {n:.3f}."),
+                  "", _verdict(p < n - 0.01, f"the GCT projection improves nGPT at L={deep}: {n:.3f} -> {p:.3f} ({p - n:+.3f}).",
+                               f"the GCT projection changes nGPT at L={deep} by {p - n:+.3f} ({n:.3f} -> {p:.3f}), "
+                               "less than 0.01 nats.")]
     return lines + ["", f"![depth transfer]({_img('depth', quick)})", ""]
 
 
@@ -189,6 +202,14 @@ def vision_section(quick: bool) -> list[str]:
              "| model | violations | rules | test loss | test accuracy |", "| --- | ---: | --- | ---: | ---: |"]
     for v in d["entries"].values():
         lines.append(f"| {v['model']} | {v['violations']} | {', '.join(v['rules']) or '-'} | {v['test_loss']:.3f} | {v['test_accuracy']:.3f} |")
+    e = d["entries"]
+    if "vit" in e and "gct" in e:
+        vit, gct = e["vit"], e["gct"]
+        ok = vit["violations"] > 0 and gct["violations"] == 0 and gct["test_accuracy"] >= vit["test_accuracy"] - 0.02
+        said = (f"the linter flags {vit['violations']} interfaces of the ViT ({', '.join(vit['rules'])}), its rewrite "
+                f"has {gct['violations']}, and the rewrite reaches test accuracy {gct['test_accuracy']:.3f} "
+                f"(ViT {vit['test_accuracy']:.3f}).")
+        lines += ["", f"**Shown:** {said}" if ok else f"**Not shown:** {said}"]
     return lines + ["", f"![vision]({_img('vision', quick)})", ""]
 
 
