@@ -22,10 +22,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="+", choices=EXPERIMENTS)
     ap.add_argument("--render-only", action="store_true", help="only regenerate the page from existing results")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (two 1-thread runs of different "
+                    "experiments use 2 cores better than one 2-thread run)")
     args = ap.parse_args()
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(max(1, args.threads))
     if not args.render_only:
         for name in args.only or EXPERIMENTS:
             print(f"== {name}", flush=True)
