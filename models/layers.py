@@ -140,7 +140,7 @@ def check_config(cfg: Any, rope: bool = False, **choices: tuple[str, ...]) -> No
 
 
 def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def lm_output(logits: torch.Tensor, targets: torch.Tensor | None):  # type: ignore[no-untyped-def]
