@@ -27,8 +27,10 @@ def test_run_all_quick(tmp_path: Path) -> None:
     assert all({"int8_increase", "nvfp4_increase", "kappa_scale"} <= set(v) for v in ptq.values())
     depth = json.loads((q / "depth.json").read_text())
     assert set(depth["tuned_lr"]) == {"gct", "gpt", "ngpt", "ngpt+proj"}
-    fp = json.loads((q / "fingerprint.json").read_text())["summary"]
-    assert fp["matches"] == fp["generators"] > 0
+    fp = json.loads((q / "fingerprint.json").read_text())
+    assert fp["summary"]["matches"] == fp["summary"]["generators"] > 0
+    for name in ("gpt", "gct"):  # same roles at initialisation and trained
+        assert fp["entries"][f"{name}|init"]["generators"] == fp["entries"][f"{name}|trained"]["generators"] > 0
     snr = json.loads((q / "snr_width.json").read_text())
     assert snr["ratios"] and all("eq5_ratio" in r for r in snr["ratios"])
     pinn = json.loads((q / "pinn.json").read_text())

@@ -23,7 +23,8 @@ def run(quick: bool) -> dict[str, Any]:
     store = Store("fingerprint", quick)
     for name in MODELS:
         def init(name: str = name) -> dict[str, Any]:
-            rows = oracle.fingerprint(*build(name))
+            # the trained model's shape, so both states list the same roles
+            rows = oracle.fingerprint(*build(name, n_layer=sizes.n_layer, n_embd=sizes.n_embd, n_head=sizes.n_head))
             return {"model": name, "state": "init", "generators": len(rows),
                     "matches": sum(r.match for r in rows), "gauge": sum(r.predicted_gauge for r in rows),
                     "rows": [r.to_json() for r in rows]}
@@ -38,6 +39,8 @@ def run(quick: bool) -> dict[str, Any]:
 
         store.get_or_run(f"{name}|init", init)
         store.get_or_run(f"{name}|trained", after)
+    stored = store.data["entries"]  # model order, init before trained, however the runs were resumed
+    store.data["entries"] = {k: stored[k] for name in MODELS for k in (f"{name}|init", f"{name}|trained")}
     e = store.data["entries"].values()
     store.set("summary", {"generators": sum(v["generators"] for v in e), "matches": sum(v["matches"] for v in e)})
     plot(store)
