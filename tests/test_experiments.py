@@ -47,3 +47,23 @@ def test_run_all_quick(tmp_path: Path) -> None:
     assert len(vision["gct"]["train_curve"]) == 30
     spent = sum(v["seconds"] for name in plots for v in json.loads((q / f"{name}.json").read_text())["entries"].values())
     assert f"summed over entries): {spent / 60:.0f} min" in page  # compute survives resumes
+
+
+def test_store_resumes_and_reruns_stale_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "bench" / "experiments"))
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    calls: list[float] = []
+
+    def job(lr: float) -> dict[str, float]:
+        calls.append(lr)
+        return {"lr": lr, "loss": 1.0 / lr}
+
+    common.Store("demo", quick=False).get_or_run("a", lambda: job(1e-3), lr=1e-3)
+    again = common.Store("demo", quick=False)  # a new process: reads the file back
+    assert again.get_or_run("a", lambda: job(1e-3), lr=1e-3)["loss"] == pytest.approx(1e3)
+    assert calls == [1e-3]  # resumed, not rerun
+    assert again.get_or_run("a", lambda: job(2e-3), lr=2e-3)["lr"] == 2e-3  # other settings: rerun
+    assert calls == [1e-3, 2e-3]
+    assert json.loads((tmp_path / "demo.json").read_text())["entries"]["a"]["lr"] == 2e-3

@@ -46,9 +46,11 @@ class Store:
             with open(self.path) as fh:
                 self.data = json.load(fh)
 
-    def get_or_run(self, key: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        if key in self.data["entries"]:
-            return self.data["entries"][key]  # type: ignore[no-any-return]
+    def get_or_run(self, key: str, fn: Callable[[], dict[str, Any]], **expect: Any) -> dict[str, Any]:
+        """The stored entry, unless it is missing or was made with other settings (``expect``)."""
+        old = self.data["entries"].get(key)
+        if old is not None and all(old.get(k) == v for k, v in expect.items()):
+            return old  # type: ignore[no-any-return]
         t0 = time.perf_counter()
         value = fn()
         value["seconds"] = round(time.perf_counter() - t0, 2)

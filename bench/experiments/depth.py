@@ -33,7 +33,7 @@ def run(quick: bool) -> dict[str, Any]:
                  for lr in (TUNE[:2] if quick else TUNE)}
         best[label] = min(tuned, key=lambda k: tuned[k]["final_val_loss"])
         for d in depths:
-            store.get_or_run(f"{label}|{d}", lambda label=label, d=d: _run(label, d, best[label], quick))
+            store.get_or_run(f"{label}|{d}", lambda label=label, d=d: _run(label, d, best[label], quick), lr=best[label])
     store.set("tuned_lr", best)
     plot(store, depths)
     return store.data["entries"]
