@@ -11,6 +11,16 @@ from typing import IO, Any
 __all__ = ["atomic_write_text", "atomic_write", "atomic_path"]
 
 
+def _mode_for(path: str) -> int:
+    """The replaced file's permissions, or those a plain ``open(path, "w")`` would create."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     """Yield a temporary path beside ``path``; on success it replaces ``path`` (os.replace)."""
@@ -23,6 +33,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; the user expects what open() gives
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
