@@ -76,6 +76,9 @@ def plot(store: Store) -> str:
                          if v["model"] == model and v["precision"] == prec)
             if pts:
                 ax.plot(*zip(*pts), style, color=f"C{i}", label=f"{model} {prec}", ms=4)
+    stopped = [(v["lr"], v["final_val_loss"]) for v in store.data["entries"].values() if v["stopped"] != "completed"]
+    if stopped:
+        ax.scatter(*zip(*stopped), marker="x", s=50, color="k", zorder=3, label="stopped by UVI")
     ax.set_xscale("log")
     ax.set_xlabel("peak learning rate")
     ax.set_ylabel("final validation loss (nats/char)")
