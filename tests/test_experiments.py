@@ -21,8 +21,10 @@ def test_run_all_quick(tmp_path: Path) -> None:
                    check=True, cwd=tmp_path, env=env, timeout=3000, capture_output=True)
     q = tmp_path / "results" / "quick"
     lr = json.loads((q / "lr_robustness.json").read_text())
-    assert len(lr["entries"]) == 50 and set(lr["summary"]) == {"gpt", "llama", "qknorm", "ngpt", "gct"}
+    assert len(lr["entries"]) == 55 and set(lr["summary"]) == {"gpt", "llama", "qknorm", "ngpt", "gct"}
     assert all("relative_error" in v for v in lr["summary"].values())
+    swaps = {m: v["swap_recipe"] for m, v in lr["summary"].items()}  # each model with the other recipe
+    assert swaps == {"gpt": "ngpt", "llama": "ngpt", "qknorm": "ngpt", "ngpt": "te", "gct": "te"}
     ptq = json.loads((q / "ptq.json").read_text())["entries"]
     assert all({"int8_increase", "nvfp4_increase", "kappa_scale"} <= set(v) for v in ptq.values())
     depth = json.loads((q / "depth.json").read_text())

@@ -78,15 +78,28 @@ def lr_section(quick: bool) -> list[str]:
               "## 2. NVFP4 relative error (seed 001 Fig. 5)", "",
               "Seed claim: nGPT in NVFP4 without Hadamard transform or per-tensor scaling has a lower relative "
               "error than GPT with both (1.2B dense; ~0% for the 3B/30B hybrid).", "",
-              "| model | best fp32 lr | fp32 loss | nvfp4 loss | relative error |", "| --- | ---: | ---: | ---: | ---: |"]
+              "Compared at each model's best fp32 rate among those where both runs completed (a run the UVI "
+              "threshold stopped early has no final loss to compare), and there again with the other recipe.", "",
+              "| model | rate | fp32 loss | NVFP4 loss (own recipe) | relative error | other recipe | its loss | its relative error |",
+              "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+
+    def pct(x: float | None) -> str:
+        return f"{100 * x:+.2f}%" if x is not None else "-"
+
+    def num(x: float | None) -> str:
+        return f"{x:.3f}" if x is not None else "-"
+
     for m, v in s.items():
-        rel = v["relative_error"]
-        lines.append(f"| {m} | {v['best_lr']:g} | {v['best_fp32']:.3f} | {v['nvfp4_at_best'] or float('nan'):.3f} | {100 * rel if rel is not None else float('nan'):+.2f}% |")
+        own = "ngpt" if m in ("ngpt", "gct") else "te"
+        lines.append(f"| {m} | {v['paired_lr'] or float('nan'):g} | {num(v['fp32_at_pair'])} | {num(v['nvfp4_at_pair'])} ({own}) | "
+                     f"{pct(v['relative_error'])} | {v['swap_recipe'] or '-'} | {num(v['swap_loss'])} | {pct(v['swap_relative_error'])} |")
     rel = {m: v["relative_error"] for m, v in s.items() if v["relative_error"] is not None}
     if "ngpt" in rel and "gpt" in rel:
         lines += ["", _verdict(abs(rel["ngpt"]) < abs(rel["gpt"]),
                                 f"nGPT's relative error ({100 * rel['ngpt']:+.2f}%) is below GPT's ({100 * rel['gpt']:+.2f}%).",
-                                f"nGPT {100 * rel['ngpt']:+.2f}% vs GPT {100 * rel['gpt']:+.2f}%.")]
+                                f"nGPT {100 * rel['ngpt']:+.2f}% vs GPT {100 * rel['gpt']:+.2f}%; with each other's recipe "
+                                f"nGPT {pct(s['ngpt']['swap_relative_error'])}, GPT {pct(s['gpt']['swap_relative_error'])}. "
+                                "Section 6 measures the dot-product SNR behind this at these widths.")]
     return lines + [""]
 
 
