@@ -118,7 +118,10 @@ def ptq_section(quick: bool) -> list[str]:
         lines.append(f"| {m} | {v['fp32']:.3f} | {v['int8_increase']:+.4f} | {v['nvfp4_increase']:+.4f} | {v['kappa_scale']:.3f} | {math.log2(v['kappa_scale']):.2f} |")
     if "gct" in e and "gpt" in e:
         ok = e["gct"]["kappa_scale"] < 1.01 and e["gct"]["int8_increase"] <= e["gpt"]["int8_increase"]
-        lines += ["", _verdict(ok, f"GCT keeps kappa_scale at {e['gct']['kappa_scale']:.4f} and loses {e['gct']['int8_increase']:+.4f} under int8 vs GPT {e['gpt']['int8_increase']:+.4f}.",
+        worst = max(v["int8_increase"] for v in e.values())
+        lines += ["", _verdict(ok, f"GCT keeps kappa_scale at {e['gct']['kappa_scale']:.4f} and loses {e['gct']['int8_increase']:+.4f} under int8 "
+                                   f"vs GPT {e['gpt']['int8_increase']:+.4f}; the size of the effect is not: at this scale per-tensor int8 costs "
+                                   f"every model at most {worst:+.4f} nats (the seed's baselines lose up to +5.51 at 1B).",
                                f"GCT int8 {e['gct']['int8_increase']:+.4f} (kappa {e['gct']['kappa_scale']:.3f}) vs GPT {e['gpt']['int8_increase']:+.4f}; at this size per-tensor int8 barely hurts any model.")]
     return lines + ["", f"![post-training quantisation]({_img('ptq', quick)})", ""]
 
