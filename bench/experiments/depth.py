@@ -49,8 +49,8 @@ def plot(store: Store, depths: list[int]) -> str:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("depth (layers)")
     ax.set_ylabel("final validation loss")
-    ax.set_title("depth transfer at a fixed token budget (lr tuned at the smallest depth)")
-    ax.legend()
+    ax.set_title("depth at a fixed budget (lr tuned at the smallest depth)", fontsize=10)
+    ax.legend(loc="center left", fontsize=8)
     ax.grid(alpha=0.3)
     return save_fig(fig, store.png("depth"))
 

@@ -53,17 +53,37 @@ def run(quick: bool) -> dict[str, Any]:
                            "eq5_ratio": predicted, "1/rho_model": 1 / n["rho_s"] if n["rho_s"] > 0 else math.inf,
                            "1/rho_gpt": 1 / g["rho_s"] if g["rho_s"] > 0 else math.inf})
     store.set("ratios", ratios)
-    p = plt()
-    fig, ax = p.subplots(figsize=(6, 4))
-    for i, name in enumerate(MODELS):
-        ax.plot(widths, [e[f"{name}|{w}"]["snr_dot_db"] for w in widths], "-o", color=f"C{i}", label=f"{name} measured")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("width D")
-    ax.set_ylabel("dot-product SNR under NVFP4 (dB)")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    save_fig(fig, store.png("snr_width"))
+    plot(store, widths)
     return {"entries": e, "ratios": ratios}
+
+
+def plot(store: Store, widths: list[int]) -> str:
+    """Left: measured SNR per model. Right: the ratio to gpt, measured (points) against Eq. 5 from
+    the measured rho_s (crosses), and Eq. 5's curve over D with the widest width's rho_s (dotted)."""
+    e = store.data["entries"]
+    fig, (ax, bx) = plt().subplots(1, 2, figsize=(10, 4))
+    for i, name in enumerate(MODELS):
+        ax.plot(widths, [e[f"{name}|{w}"]["snr_dot_db"] for w in widths], "-o", color=f"C{i}", label=name)
+    ax.set_ylabel("dot-product SNR under NVFP4 (dB)")
+    ax.set_title("measured SNR")
+    top = e[f"gpt|{widths[-1]}"]["rho_s"]
+    grid = [2.0 ** k for k in range(4, 15)]
+    for i, name in enumerate(MODELS[1:], start=1):
+        rows = [r for r in store.data["ratios"] if r["model"] == name]
+        bx.plot([r["width"] for r in rows], [r["measured_ratio"] for r in rows], "-o", color=f"C{i}", label=f"{name} measured")
+        bx.plot([r["width"] for r in rows], [r["eq5_ratio"] for r in rows], "x", ms=9, color=f"C{i}", label=f"{name} Eq. 5")
+        rho = e[f"{name}|{widths[-1]}"]["rho_s"]
+        bx.plot(grid, [(1 + d * rho) / (1 + d * top) for d in grid], ":", color=f"C{i}")
+    bx.axhline(1.0, color="0.5", lw=0.8)
+    bx.set_yscale("log")
+    bx.set_ylabel("SNR ratio to gpt")
+    bx.set_title("ratio: measured vs Eq. 5 (dotted: Eq. 5 over D)")
+    for a in (ax, bx):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("width D")
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    return save_fig(fig, store.png("snr_width"))
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def plot(store: Store) -> str:
                 label=f"{v['model']}: {v['violations']} violation(s), test acc {v['test_accuracy']:.3f}")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (smoothed)")
+    ax.set_yscale("log")
     ax.set_title("ViT vs its GCT rewrite on generated bars")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
