@@ -21,7 +21,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -x --timeout=900 $(PYTEST_ARGS)
 
-# `make results` runs every experiment at full size (hours on 2 cores, resumable) and writes
+# `make results` runs every experiment at full size (about four hours on 2 cores, resumable) and writes
 # docs/results.md; `make results QUICK=1` runs the tiny version in about a minute.
 results: $(STAMP)
 	$(PY) bench/experiments/run_all.py $(if $(QUICK),--quick,)

@@ -1,6 +1,6 @@
 """Run every experiment (resumable) and write docs/results.md from their JSON files.
 
-    python bench/experiments/run_all.py            # full sizes (a couple of hours on 2 cores)
+    python bench/experiments/run_all.py            # full sizes (about four hours of runs on 2 cores)
     python bench/experiments/run_all.py --quick    # tiny sizes in minutes (a slow test runs this)
     python bench/experiments/run_all.py --only pinn vision
 """
