@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_run_all_quick(tmp_path: Path) -> None:
     env = {**os.environ, "UNITCHECK_RESULTS": str(tmp_path / "results")}
-    subprocess.run([sys.executable, str(ROOT / "bench" / "experiments" / "run_all.py"), "--quick"],
-                   check=True, cwd=tmp_path, env=env, timeout=3000, capture_output=True)
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "experiments" / "run_all.py"), "--quick"],
+                          cwd=tmp_path, env=env, timeout=3000, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
     q = tmp_path / "results" / "quick"
     lr = json.loads((q / "lr_robustness.json").read_text())
     assert len(lr["entries"]) == 55 and set(lr["summary"]) == {"gpt", "llama", "qknorm", "ngpt", "gct"}

@@ -108,6 +108,18 @@ def _completed(run_dir: str, sizes: Sizes) -> bool:
     return os.path.exists(path) and int(load_checkpoint(path)["step"]) + 1 >= sizes.steps
 
 
+def untrained(model: str, sizes: Sizes) -> Any:
+    """A bundled model at the experiment's size, as training would start it (same vocabulary and
+    configuration as ``trained``)."""
+    from unitcheck.train.config import TrainConfig
+    from unitcheck.train.data import load_corpus
+    from unitcheck.train.loop import build_model
+
+    cfg = TrainConfig(model=model, n_layer=sizes.n_layer, n_embd=sizes.n_embd, n_head=sizes.n_head,
+                      seq_len=sizes.seq_len, batch_size=sizes.batch_size)
+    return build_model(cfg, load_corpus(cfg.tokenizer, cfg.corpus).vocab_size)
+
+
 def trained(model: str, sizes: Sizes, quick: bool, **overrides: Any) -> Any:
     """A model trained at the base recipe for the full budget: the learning-rate experiment's fp32
     run at the base rate when it ran to the end (so experiments share runs), else a fresh run

@@ -9,36 +9,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from common import FULL, QUICK, Store, main, plt, save_fig, trained, val_batch
+from common import FULL, QUICK, Store, main, plt, save_fig, trained, untrained, val_batch
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
+INPUTS = "validation batch [:2, :32]"  # stored with each entry: entries measured otherwise are rerun
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from unitcheck.models import build
-
     from unitcheck import oracle
 
     sizes = QUICK if quick else FULL
     store = Store("fingerprint", quick)
+
+    def measure(name: str, state: str) -> dict[str, Any]:
+        """Same shape, vocabulary and batch in both states; at init the oracle redraws the weights."""
+        model = untrained(name, sizes) if state == "init" else trained(name, sizes, quick)
+        x, y = val_batch(sizes, batch=2)
+        rows = oracle.fingerprint(model, (x[:, :32], y[:, :32]), redraw=(state == "init"))
+        return {"model": name, "state": state, "inputs": INPUTS, "generators": len(rows),
+                "matches": sum(r.match for r in rows), "gauge": sum(r.predicted_gauge for r in rows),
+                "rows": [r.to_json() for r in rows]}
+
     for name in MODELS:
-        def init(name: str = name) -> dict[str, Any]:
-            # the trained model's shape, so both states list the same roles
-            rows = oracle.fingerprint(*build(name, n_layer=sizes.n_layer, n_embd=sizes.n_embd, n_head=sizes.n_head))
-            return {"model": name, "state": "init", "generators": len(rows),
-                    "matches": sum(r.match for r in rows), "gauge": sum(r.predicted_gauge for r in rows),
-                    "rows": [r.to_json() for r in rows]}
-
-        def after(name: str = name) -> dict[str, Any]:
-            model = trained(name, sizes, quick)
-            x, y = val_batch(sizes, batch=2)
-            rows = oracle.fingerprint(model, (x[:, :32], y[:, :32]), redraw=False)
-            return {"model": name, "state": "trained", "generators": len(rows),
-                    "matches": sum(r.match for r in rows), "gauge": sum(r.predicted_gauge for r in rows),
-                    "rows": [r.to_json() for r in rows]}
-
-        store.get_or_run(f"{name}|init", init)
-        store.get_or_run(f"{name}|trained", after)
+        for state in ("init", "trained"):
+            store.get_or_run(f"{name}|{state}", lambda name=name, state=state: measure(name, state), inputs=INPUTS)
     stored = store.data["entries"]  # model order, init before trained, however the runs were resumed
     store.data["entries"] = {k: stored[k] for name in MODELS for k in (f"{name}|init", f"{name}|trained")}
     e = store.data["entries"].values()
