@@ -150,3 +150,14 @@ def test_every_grammar_operator_alone(op_index: int) -> None:
     arity = GRAMMAR[op_index][1]
     check([(op_index, [0, 1][:arity] + [2] * (2 - arity))], loss=True)
     check([(op_index, [2, 0][:arity] + [1] * (2 - arity))], loss=False)
+
+
+def test_gradient_that_is_zero_in_exact_arithmetic() -> None:
+    """Found by the slow run: normalize(div_by_rms(z)) does not depend on the rms, so its gradient
+    there is float64 rounding noise (~1e-17) that follows no scaling law; it must not count as a
+    disagreement (and real gradients must still be checked)."""
+    steps = [(0, [0, 0]), (0, [0, 0]), (3, [0, 0]), (19, [5, 0])]
+    assert [GRAMMAR[i][0] for i, _ in steps] == ["add", "add", "div_by_rms", "normalize"]
+    check(steps, loss=False)
+    res = oracle.verify(RandomNet(steps, False), _inputs())
+    assert res.grad_checked == res.grad_agreed > 0
