@@ -161,3 +161,11 @@ def test_gradient_that_is_zero_in_exact_arithmetic() -> None:
     check(steps, loss=False)
     res = oracle.verify(RandomNet(steps, False), _inputs())
     assert res.grad_checked == res.grad_agreed > 0
+
+
+def test_value_that_is_zero_in_exact_arithmetic() -> None:
+    """Found by the slow run: the mean of centred data is 0 exactly and ~1e-17 in float64; that
+    noise follows no scaling law and must agree (the float32 run of the node bounds it)."""
+    steps = [(0, [0, 0]), (0, [0, 0]), (20, [0, 0]), (20, [5, 0])]
+    assert [GRAMMAR[i][0] for i, _ in steps] == ["add", "add", "center", "center"]
+    check(steps, loss=False)
