@@ -140,6 +140,10 @@ def depth_section(quick: bool) -> list[str]:
     for lab in labels:
         lines.append(f"| {lab} | {d.get('tuned_lr', {}).get(lab, float('nan')):g} | " + " | ".join(
             f"{e[f'{lab}|{x}']['final_val_loss']:.3f}" if f"{lab}|{x}" in e else "" for x in depths) + " |")
+    grid_top = max((v["lr"] for k, v in e.items() if k.startswith("tune")), default=0.0)
+    edge = [lab for lab, lr in d.get("tuned_lr", {}).items() if lr >= grid_top]
+    if edge:
+        lines += ["", f"The tuned rate of {', '.join(edge)} is the highest on the tuning grid: a higher one might do better."]
     deep = depths[-1]
     if all(f"{m}|{deep}" in e for m in ("gct", "ngpt", "ngpt+proj")):
         g, n, p = (e[f"{m}|{deep}"]["final_val_loss"] for m in ("gct", "ngpt", "ngpt+proj"))
