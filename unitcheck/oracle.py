@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,11 +267,12 @@ def _ratio_varies(scaled: torch.Tensor, base: torch.Tensor) -> bool:
 
 
 def _run_alone(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], g: Mapping[str, float] | None,
-               cast: torch.dtype | None = None) -> Any:
+               convert: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any:
+    """The node on its recorded inputs (rescaled by g); ``convert`` maps every float input."""
     def value(n: fx.Node) -> Any:
         v = env[n]
         v = _scale(v, n.meta.get("unit"), g) if g is not None else v
-        return v.to(cast) if cast is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        return convert(v) if convert is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
 
     args = map_arg(node.args, value)
     kwargs = map_arg(node.kwargs, value)
@@ -331,20 +332,33 @@ def _compare_tree(actual: Any, expected: Any, unit: Any, atol: list[float] | Non
 
 def _rounding_floor(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], g: Mapping[str, float] | None,
                     result: Any) -> list[float] | None:
-    """float64 rounding in the node's outputs, from the same call in float32: |y32 - y64| times
-    eps64 / eps32, with headroom. A value that is zero in exact arithmetic (the mean of centred
-    data) is rounding noise that follows no scaling law; the floor lets it agree, in the output's
-    own unit. None when the node cannot run in float32."""
-    try:
-        low = _floats(_run_alone(ug, node, env, g, cast=torch.float32))
-    except Exception:  # a module with float64 weights, an op without float32 support
-        return None
+    """float64 rounding in the node's outputs, in each output's own unit. A value that is zero in
+    exact arithmetic (the mean of centred data) is rounding noise that follows no scaling law.
+    Two bounds, the larger wins: the node on the absolute values of its inputs (the size of the
+    terms that cancelled) times 1e4 eps64, and the same call in float32, |y32 - y64| times
+    1e3 eps64/eps32 (which alone fails when float32 happens to cancel exactly). None when
+    neither can run."""
     high = _floats(result)
-    if len(low) != len(high):
+    eps = torch.finfo(torch.float64).eps
+    bounds: list[list[float]] = []
+    for convert, factor in ((torch.abs, 1e4 * eps), (lambda t: t.to(torch.float32), 1e3 * eps / torch.finfo(torch.float32).eps)):
+        try:
+            outs = _floats(_run_alone(ug, node, env, g, convert=convert))
+        except Exception:  # a module with float64 weights, an op without float32 support
+            continue
+        if len(outs) != len(high):
+            continue
+        sizes = []
+        for o, h in zip(outs, high):
+            if o.shape != h.shape or not o.numel():
+                sizes.append(0.0)
+                continue
+            r = o.detach().double() if convert is torch.abs else o.detach().double() - h.detach().double()
+            sizes.append(factor * float(r.abs().max()))
+        bounds.append(sizes)
+    if not bounds:
         return None
-    ratio = torch.finfo(torch.float64).eps / torch.finfo(torch.float32).eps
-    return [1e3 * ratio * float((lo.double() - hi.double()).abs().max()) if lo.shape == hi.shape else 0.0
-            for lo, hi in zip(low, high)]
+    return [max(b[i] for b in bounds) for i in range(len(high))]
 
 
 def _refuted(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any],
