@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from common import FULL, QUICK, RESULTS
@@ -30,10 +31,25 @@ def _verdict(ok: bool, yes: str, no: str) -> str:
     return f"**Reproduced (direction):** {yes}" if ok else f"**Not reproduced:** {no}"
 
 
-def lr_section(quick: bool) -> list[str]:
-    d = _load("lr_robustness", quick)
-    if not d or "summary" not in d:
-        return ["## 1-2. Learning-rate robustness and NVFP4 relative error", "", "Not run yet.", ""]
+SECTIONS: list[Callable[[bool], list[str]]] = []  # in page order
+PAGES: list[str] = []  # the JSON files behind them
+
+
+def section(name: str, title: str, needs: str = "entries") -> Callable[[Callable[[dict[str, Any], bool], list[str]]], Callable[[bool], list[str]]]:
+    """Register a page section drawn from results/<name>.json; until that file holds ``needs``
+    the section says so instead."""
+    def wrap(body: Callable[[dict[str, Any], bool], list[str]]) -> Callable[[bool], list[str]]:
+        def draw(quick: bool) -> list[str]:
+            d = _load(name, quick)
+            return body(d, quick) if d and needs in d else [title, "", "Not run yet.", ""]
+        SECTIONS.append(draw)
+        PAGES.append(name)
+        return draw
+    return wrap
+
+
+@section("lr_robustness", "## 1-2. Learning-rate robustness and NVFP4 relative error", needs="summary")
+def lr_section(d: dict[str, Any], quick: bool) -> list[str]:
     s = d["summary"]
     lrs = sorted({v["lr"] for v in d["entries"].values()})
     lines = ["## 1. Learning-rate robustness (seed 000; seed 001 section 5.3)", "",
@@ -103,10 +119,8 @@ def lr_section(quick: bool) -> list[str]:
     return lines + [""]
 
 
-def ptq_section(quick: bool) -> list[str]:
-    d = _load("ptq", quick)
-    if not d:
-        return ["## 3. Post-training quantisation", "", "Not run yet.", ""]
+@section("ptq", "## 3. Post-training quantisation")
+def ptq_section(d: dict[str, Any], quick: bool) -> list[str]:
     e = d["entries"]
     lines = ["## 3. Post-training quantisation (seed 000)", "",
              "Seed claim: GCT loses +0.009 nats under per-tensor int8 at 1B, baselines up to +5.51; the GCT stream "
@@ -126,10 +140,8 @@ def ptq_section(quick: bool) -> list[str]:
     return lines + ["", f"![post-training quantisation]({_img('ptq', quick)})", ""]
 
 
-def depth_section(quick: bool) -> list[str]:
-    d = _load("depth", quick)
-    if not d:
-        return ["## 4. Depth transfer", "", "Not run yet.", ""]
+@section("depth", "## 4. Depth transfer")
+def depth_section(d: dict[str, Any], quick: bool) -> list[str]:
     e = d["entries"]
     depths = sorted({v["depth"] for k, v in e.items() if not k.startswith("tune")})
     labels = list(dict.fromkeys(v["model"] for k, v in e.items() if not k.startswith("tune")))
@@ -154,10 +166,8 @@ def depth_section(quick: bool) -> list[str]:
     return lines + ["", f"![depth transfer]({_img('depth', quick)})", ""]
 
 
-def fingerprint_section(quick: bool) -> list[str]:
-    d = _load("fingerprint", quick)
-    if not d:
-        return ["## 5. Fingerprint", "", "Not run yet.", ""]
+@section("fingerprint", "## 5. Fingerprint")
+def fingerprint_section(d: dict[str, Any], quick: bool) -> list[str]:
     lines = ["## 5. Radial fingerprint (seed 000, Prop. 6)", "",
              "Seed claim: 54 of 54 architecture-by-role predictions match across eight trained 124M models.", "",
              "| model | state | generators | gauge predicted | matches |", "| --- | --- | ---: | ---: | ---: |"]
@@ -170,10 +180,8 @@ def fingerprint_section(quick: bool) -> list[str]:
     return lines + ["", f"![fingerprint]({_img('fingerprint', quick)})", ""]
 
 
-def snr_section(quick: bool) -> list[str]:
-    d = _load("snr_width", quick)
-    if not d:
-        return ["## 6. SNR with width", "", "Not run yet.", ""]
+@section("snr_width", "## 6. SNR with width")
+def snr_section(d: dict[str, Any], quick: bool) -> list[str]:
     e = d["entries"]
     lines = ["## 6. Dot-product SNR with width (seed 001, section 3.4)", "",
              "Seed claim (D = 4096, 3.6B): nGPT's dot-product SNR is ~7 dB above GPT's with rho_s 14x larger "
@@ -205,10 +213,8 @@ def snr_section(quick: bool) -> list[str]:
     return lines + ["", f"![SNR with width]({_img('snr_width', quick)})", ""]
 
 
-def pinn_section(quick: bool) -> list[str]:
-    d = _load("pinn", quick)
-    if not d:
-        return ["## 7. PINN units", "", "Not run yet.", ""]
+@section("pinn", "## 7. PINN units")
+def pinn_section(d: dict[str, Any], quick: bool) -> list[str]:
     w = d.get("worst", {})
     lines = ["## 7. PINN units (seed 000)", "",
              "Seed claim: across a 10^4 unit sweep, unit-aware loss weights with a scaled output head keep the worst "
@@ -226,10 +232,8 @@ def pinn_section(quick: bool) -> list[str]:
     return lines + ["", f"![PINN]({_img('pinn', quick)})", ""]
 
 
-def vision_section(quick: bool) -> list[str]:
-    d = _load("vision", quick)
-    if not d:
-        return ["## 8. Vision", "", "Not run yet.", ""]
+@section("vision", "## 8. Vision")
+def vision_section(d: dict[str, Any], quick: bool) -> list[str]:
     lines = ["## 8. Vision", "", "The bundled ViT (patch embedding, learned positions, pre-LN) on generated bar images "
              "(four orientations in noise), linted, rewritten to GCT by the same pass as the language models, and trained.", "",
              "| model | violations | rules | test loss | test accuracy | last step with training loss above 0.01 |",
@@ -252,9 +256,6 @@ def vision_section(quick: bool) -> list[str]:
                      "(see the plot).")
         lines += ["", f"**Shown:** {said}" if ok else f"**Not shown:** {said}"]
     return lines + ["", f"![vision]({_img('vision', quick)})", ""]
-
-
-PAGES = ("lr_robustness", "ptq", "depth", "fingerprint", "snr_width", "pinn", "vision")
 
 
 def compute_seconds(quick: bool) -> float:
@@ -294,8 +295,7 @@ def render(quick: bool) -> str:
         + (f" Time spent in the stored runs (summed over entries): {spent / 60:.0f} min." if spent else ""),
         "",
     ]
-    body = (lr_section(quick) + ptq_section(quick) + depth_section(quick) + fingerprint_section(quick)
-            + snr_section(quick) + pinn_section(quick) + vision_section(quick))
+    body = [line for draw in SECTIONS for line in draw(quick)]
     text = "\n".join(head + body) + "\n"
     path = os.path.join(os.path.abspath(RESULTS), "quick", "results.md") if quick else \
         os.path.join(os.path.dirname(os.path.abspath(RESULTS)), "results.md")
