@@ -71,16 +71,22 @@ class Store:
         return os.path.join(self.dir, f"{stem}.png")
 
 
-def train_run(model: str, sizes: Sizes, out_dir: str, **overrides: Any) -> tuple[dict[str, Any], Any]:
-    """(metrics, trained module)."""
-    from unitcheck.train import TrainConfig, train
+def config(model: str, sizes: Sizes, out_dir: str = "runs/unused", **overrides: Any) -> Any:
+    """The training configuration of every experiment run at these sizes."""
+    from unitcheck.train import TrainConfig
 
     base = dict(model=model, n_layer=sizes.n_layer, n_embd=sizes.n_embd, n_head=sizes.n_head,
                 seq_len=sizes.seq_len, batch_size=sizes.batch_size, steps=sizes.steps,
                 eval_interval=max(1, sizes.steps // 3), eval_batches=sizes.eval_batches,
                 checkpoint_interval=sizes.steps, out_dir=out_dir)
-    cfg = TrainConfig(**{**base, **overrides})
-    res = train(cfg)
+    return TrainConfig(**{**base, **overrides})
+
+
+def train_run(model: str, sizes: Sizes, out_dir: str, **overrides: Any) -> tuple[dict[str, Any], Any]:
+    """(metrics, trained module)."""
+    from unitcheck.train import train
+
+    res = train(config(model, sizes, out_dir, **overrides))
     metrics = {"final_val_loss": res.final_val_loss, "final_train_loss": res.final_train_loss,
                "steps": res.steps, "stopped": res.stopped, "ms_per_step": 1e3 * res.step_seconds}
     return metrics, res.model
@@ -111,12 +117,10 @@ def _completed(run_dir: str, sizes: Sizes) -> bool:
 def untrained(model: str, sizes: Sizes) -> Any:
     """A bundled model at the experiment's size, as training would start it (same vocabulary and
     configuration as ``trained``)."""
-    from unitcheck.train.config import TrainConfig
     from unitcheck.train.data import load_corpus
     from unitcheck.train.loop import build_model
 
-    cfg = TrainConfig(model=model, n_layer=sizes.n_layer, n_embd=sizes.n_embd, n_head=sizes.n_head,
-                      seq_len=sizes.seq_len, batch_size=sizes.batch_size)
+    cfg = config(model, sizes)
     return build_model(cfg, load_corpus(cfg.tokenizer, cfg.corpus).vocab_size)
 
 
