@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+from .errors import UnitcheckError
 from .fsutil import atomic_write_text
 
 __all__ = ["BaselineError", "write_baseline", "read_baseline", "apply_baseline", "BASELINE_VERSION"]
@@ -18,7 +19,7 @@ __all__ = ["BaselineError", "write_baseline", "read_baseline", "apply_baseline",
 BASELINE_VERSION = 1
 
 
-class BaselineError(ValueError):
+class BaselineError(UnitcheckError, ValueError):
     """A baseline file that is missing, not JSON, or not a unitcheck baseline."""
 
 

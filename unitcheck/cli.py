@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+
+from .errors import UnitcheckError, UsageError
 
 EXAMPLES = {
     "lint": "unitcheck lint gpt\n  unitcheck lint hf:llama --set num_hidden_layers=4 --format sarif --output unitcheck.sarif\n  unitcheck lint my_model.py:build --input float32[8,3,32,32] --fail-on warning",
@@ -22,10 +23,6 @@ EXAMPLES = {
     "diagnose": "unitcheck diagnose gpt --set n_layer=12 --batch 8 --seq 256\n  unitcheck diagnose runs/gct --compare runs/gpt --out diag/",
     "rewrite": "unitcheck rewrite gpt --to gct --out rewrites/gpt_gct\n  unitcheck rewrite hf:llama --to gct --nvfp4 ngpt --out rewrites/llama_gct",
 }
-
-
-class UsageError(Exception):
-    """A one-line problem with the command line or its inputs: exit code 2."""
 
 
 def _positive_int(text: str) -> int:
@@ -132,27 +129,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if args.debug:
             raise
-        kind = _known_error(err)
-        if kind is None:
+        code = _exit_code(err)
+        if code == 3:
             print(f"unitcheck: internal error: {type(err).__name__}: {err} (rerun with --debug)", file=sys.stderr)
-            return 3
-        print(f"unitcheck: {_one_line(str(err))}", file=sys.stderr)
-        return 2
+        else:
+            print(f"unitcheck: {_one_line(str(err))}", file=sys.stderr)
+        return code
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:2000]
 
 
-def _known_error(err: BaseException) -> str | None:
-    names = {c.__name__ for c in type(err).__mro__}
-    for known in ("UsageError", "ModelSpecError", "TraceError", "UnitParseError", "ConfigError",
-                  "NonFiniteLoss", "ImportError", "RewriteError",
-                  "BaselineError", "OracleError", "HFError", "FileNotFoundError", "ValueError", "KeyError",
-                  "OSError"):  # OSError: a path the user gave is not writable, not a directory...
-        if known in names:
-            return known
-    return None
+def _exit_code(err: BaseException) -> int:
+    """The error's own exit code; 2 for a path the user gave (not writable, not a directory);
+    3 for anything else, which is a bug."""
+    if isinstance(err, UnitcheckError):
+        return err.exit_code
+    if isinstance(err, OSError):
+        return 2
+    return 3
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -217,24 +213,3 @@ def _cmd_models() -> int:
         print(f"{name:<8} {desc}")
     print("\nAlso: hf:<model_type> (any transformers architecture, random weights), file.py:factory, pkg.module:factory")
     return 0
-
-
-def write_output(text: str, path: str | None) -> None:
-    """Write atomically: a temporary file in the same directory, then rename."""
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        return
-    from .fsutil import atomic_write_text
-
-    atomic_write_text(path, text)
-
-
-def load(args: argparse.Namespace, real: bool = False) -> Any:
-    """Resolve MODEL; static commands build on the meta device unless asked otherwise."""
-    from .loader import load_model, parse_sets
-
-    device = args.device or ("cpu" if real else "meta")
-    if real and device == "meta":
-        raise UsageError("--verify runs the model on real values: drop --device meta")
-    return load_model(args.model, parse_sets(args.set), args.input or None, device=device)
-

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import UnitcheckError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -19,7 +21,7 @@ else:  # pragma: no cover
 __all__ = ["Config", "ConfigError", "find_pyproject", "load_config"]
 
 
-class ConfigError(ValueError):
+class ConfigError(UnitcheckError, ValueError):
     """A malformed pyproject.toml or [tool.unitcheck] table."""
 
 

@@ -34,7 +34,7 @@ def as_unit(value: str | Unit, what: str = "unit") -> Unit:
     if isinstance(value, (int, float)) and value == 1:
         return Unit()
     if not isinstance(value, str):
-        raise ValueError(f"{what}: expected a unit string such as '1' or 'p:w^-1/2 * in:x', got {value!r}")
+        raise UnitParseError(f"{what}: expected a unit string such as '1' or 'p:w^-1/2 * in:x', got {value!r}")
     try:
         return Unit.parse(value)
     except UnitParseError as err:

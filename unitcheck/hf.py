@@ -18,10 +18,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from .errors import UnitcheckError
+
 __all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value"]
 
 
-class HFError(ValueError):
+class HFError(UnitcheckError, ValueError):
     """A bad model type, a bad config key or value, or transformers missing."""
 
 

@@ -14,6 +14,7 @@ from torch import nn
 
 from .codes import CODES, SEVERITY_RANK
 from .diagnostics import Violation
+from .errors import UsageError
 from .infer import UnitGraph, infer_units
 
 __all__ = ["Report", "lint", "select_codes", "JSON_VERSION"]
@@ -35,7 +36,7 @@ def select_codes(codes: Iterable[str], select: Iterable[str] | None, ignore: Ite
                 continue
             hits = {c for c in codes if c.startswith(p)}
             if not hits:
-                raise ValueError(f"unknown rule code or prefix {p!r}; `unitcheck rules` lists them")
+                raise UsageError(f"unknown rule code or prefix {p!r}; `unitcheck rules` lists them")
             out.update(hits)
         return out
 

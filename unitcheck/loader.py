@@ -24,10 +24,12 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["ModelSpecError", "LoadedModel", "load_model", "parse_input_spec", "parse_sets"]
+from .errors import UnitcheckError
+
+__all__ = ["ModelSpecError", "LoadedModel", "load_model", "parse_input_spec", "parse_sets", "bundled_fields"]
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(UnitcheckError, ValueError):
     """The model spec, a ``--set`` or an ``--input`` cannot be used."""
 
 
@@ -100,12 +102,19 @@ def _move(inputs: Any, device: str) -> Any:
     return pytree.tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, inputs)
 
 
+def bundled_fields(spec: str) -> set[str] | None:
+    """The config fields of a bundled model; None when ``spec`` names no bundled model."""
+    from .models import MODELS, config_class
+
+    if spec not in MODELS:
+        return None
+    return {f.name for f in dataclasses.fields(config_class(spec))}
+
+
 def _bundled(name: str, sets: Mapping[str, Any], device: str = "cpu") -> LoadedModel:
-    from .models import config_class
     from .models import module as model_module
 
-    cls = config_class(name)
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = bundled_fields(name) or set()
     extra = {"batch", "seq", "seed"}
     for key in sets:
         if key not in fields and key not in extra:

@@ -33,6 +33,7 @@ from torch import nn
 from torch.fx.node import map_arg
 from torch.utils import _pytree as pytree
 
+from .errors import UnitcheckError
 from .execute import call_node, floor_factor_args, run_graph
 from .infer import UnitGraph, infer_units
 from .units import Unit
@@ -45,7 +46,7 @@ EXTREME = 1e30
 ROUNDOFF = 1e-12  # relative to the loss: far above float64 rounding (~1e-16), far below any real effect
 
 
-class OracleError(RuntimeError):
+class OracleError(UnitcheckError, RuntimeError):
     """The oracle needs real values (it cannot run on meta tensors) or a runnable model."""
 
 

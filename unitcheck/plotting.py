@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import MissingDependency
 from .fsutil import atomic_path
 
 __all__ = ["pyplot", "save_figure"]
@@ -16,7 +17,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as err:
-        raise ImportError("plots need matplotlib: pip install 'unitcheck[plot]'") from err
+        raise MissingDependency("plots need matplotlib: pip install 'unitcheck[plot]'") from err
     return plt
 
 

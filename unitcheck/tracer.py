@@ -31,13 +31,14 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
+from .errors import UnitcheckError
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "location", "module_path", "KEEP_OPS"]
 
 aten = torch.ops.aten
 
 
-class TraceError(Exception):
+class TraceError(UnitcheckError):
     """The model could not be captured; the message names the construct and the source line."""
 
     def __init__(self, message: str, location: Location | None = None) -> None:

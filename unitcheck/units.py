@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 
+from .errors import UnitcheckError
+
 __all__ = ["Unit", "DIMENSIONLESS", "OPAQUE_PREFIX", "UnitParseError"]
 
 OPAQUE_PREFIX = "v:"
@@ -27,7 +29,7 @@ OPAQUE_PREFIX = "v:"
 _Exp = Fraction | int
 
 
-class UnitParseError(ValueError):
+class UnitParseError(UnitcheckError, ValueError):
     """A unit string that does not follow ``"1"`` or ``"gen^exp * gen^exp ..."``."""
 
 

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from ..cli import UsageError, write_output
+from ._common import UsageError, write_output
 
 
 def _batch(model_spec: str, sets: dict[str, Any], batch: int, seq: int) -> tuple[Any, Any, str]:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ..cli import load, write_output
+from ._common import load, write_output
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from ..cli import UsageError, load, write_output
+from ._common import UsageError, load, write_output
 
 
 def run(args: argparse.Namespace) -> int:

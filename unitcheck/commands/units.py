@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ..cli import load, write_output
+from ._common import load, write_output
 
 
 def _fmt(u: Any) -> str | None:

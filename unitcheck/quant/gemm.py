@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from .nvfp4 import fake_quantize_fast
 
 __all__ = ["Recipe", "RECIPES", "nvfp4_linear", "NVFP4Linear", "nvfp4_matmul"]
@@ -120,7 +121,7 @@ def nvfp4_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, recip
     """``F.linear`` with NVFP4 GEMMs (fprop, dgrad and wgrad quantised as the recipe says)."""
     name = recipe if isinstance(recipe, str) else recipe.name
     if name not in RECIPES:
-        raise ValueError(f"unknown NVFP4 recipe {name!r}; choose one of {', '.join(RECIPES)}")
+        raise UsageError(f"unknown NVFP4 recipe {name!r}; choose one of {', '.join(RECIPES)}")
     # dimensions that are not multiples of 16 are zero-padded inside the quantiser (zero blocks
     # change no dot product); Transformer Engine's kernels need multiples of 16 instead
     return _nvfp4_linear_op(x, w, b, name)  # type: ignore[no-any-return]

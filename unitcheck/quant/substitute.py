@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from .gemm import RECIPES, NVFP4Linear, nvfp4_linear
 
 __all__ = ["SubstitutionReport", "substitute_nvfp4", "NVFP4Conv1D"]
@@ -85,12 +86,12 @@ def substitute_nvfp4(
 ) -> SubstitutionReport:
     """Swap the model's weight GEMMs for NVFP4 ones in place; returns the report."""
     if recipe not in RECIPES and recipe != "fp8":
-        raise ValueError(f"unknown NVFP4 recipe {recipe!r}; choose te or ngpt")
+        raise UsageError(f"unknown NVFP4 recipe {recipe!r}; choose te or ngpt")
     from . import te_backend
 
     use_te, reason = (False, "emulation requested") if backend == "emulate" else te_backend.availability()
     if backend == "te" and not use_te:
-        raise RuntimeError(f"the Transformer Engine backend is not available: {reason}")
+        raise UsageError(f"the Transformer Engine backend is not available: {reason}")
     report = SubstitutionReport(recipe, "transformer_engine" if use_te else "emulated", reason)
     layers = sorted({i for n, _ in model.named_modules() if (i := _layer_index(n)) is not None})
     n_layers = len(layers)

@@ -29,6 +29,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ..errors import UnitcheckError
 from ..graphs import base_name, residual_adds, topo_index
 from ..infer import UnitGraph, run_inference
 from ..models.layers import canonical, orthogonal
@@ -49,7 +50,7 @@ _MOVEMENT = {"view", "reshape", "_to_copy", "to", "contiguous", "clone", "_unsaf
              "type_as", "float"}
 
 
-class RewriteError(ValueError):
+class RewriteError(UnitcheckError, ValueError):
     """The model cannot be rewritten (e.g. it has no residual structure)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from ..errors import UsageError
 from ..graphs import base_name
 from ..quant.gemm import RECIPES
 from ..quant.substitute import SubstitutionReport
@@ -36,7 +37,7 @@ def _weight_leaf(node: object, traced: TracedGraph) -> str | None:
 
 def nvfp4_graph(traced: TracedGraph, recipe: str) -> SubstitutionReport:
     if recipe not in RECIPES:
-        raise ValueError(f"unknown NVFP4 recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+        raise UsageError(f"unknown NVFP4 recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     op = torch.ops.unitcheck.nvfp4_linear.default
     report = SubstitutionReport(recipe, "emulated", "graph rewrite to unitcheck::nvfp4_linear "
                                 "(Transformer Engine is used by the module pass where available)")

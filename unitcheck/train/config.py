@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UsageError
+
 __all__ = ["TrainConfig", "add_arguments", "from_args", "NORMALISED_MODELS"]
 
 NORMALISED_MODELS = ("ngpt",)
@@ -53,9 +55,9 @@ class TrainConfig:
     inject_nan_at: int = field(default=-1, metadata={"help": "testing: make the loss NaN at this step"})
 
     def validate(self) -> None:
-        """Raise ValueError naming the flag of the first out-of-range setting."""
-        def bad(name: str, why: str) -> ValueError:
-            return ValueError(f"--{name.replace('_', '-')} {why}, got {getattr(self, name)!r}")
+        """Raise UsageError naming the flag of the first out-of-range setting."""
+        def bad(name: str, why: str) -> UsageError:
+            return UsageError(f"--{name.replace('_', '-')} {why}, got {getattr(self, name)!r}")
 
         for name in ("n_layer", "n_head", "n_embd", "seq_len", "batch_size", "steps", "eval_interval",
                      "eval_batches", "log_interval", "checkpoint_interval", "uvi_patience"):

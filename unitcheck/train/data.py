@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from ..errors import UsageError
+
 __all__ = ["Corpus", "load_corpus", "Batcher"]
 
 _MARKUP = re.compile(r"\*\*|__|(?<!\w)_|_(?!\w)|^#+\s*", re.M)
@@ -88,7 +90,7 @@ def load_corpus(tokenizer: str = "char", source: str = "auto", val_fraction: flo
         vocab = [chr(i) for i in range(256)]
         data = torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
     else:
-        raise ValueError(f"tokenizer must be 'char' or 'byte', not {tokenizer!r}")
+        raise UsageError(f"tokenizer must be 'char' or 'byte', not {tokenizer!r}")
     n = int(len(data) * (1 - val_fraction))
     return Corpus(name, tokenizer, vocab, data[:n], data[n:])
 
@@ -103,9 +105,9 @@ class Batcher:
     def __init__(self, data: torch.Tensor, seq_len: int, batch_size: int, seed: int,
                  rank: int = 0, world: int = 1) -> None:
         if batch_size % world:
-            raise ValueError(f"global batch {batch_size} is not divisible by {world} processes")
+            raise UsageError(f"global batch {batch_size} is not divisible by {world} processes")
         if len(data) <= seq_len + 1:
-            raise ValueError(f"the corpus split ({len(data)} tokens) is shorter than one window")
+            raise UsageError(f"the corpus split ({len(data)} tokens) is shorter than one window")
         self.data, self.seq_len, self.batch_size = data, seq_len, batch_size
         self.rank, self.world = rank, world
         self.gen = torch.Generator().manual_seed(seed)

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -21,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import UnitcheckError, UsageError
 from ..fsutil import atomic_write_text
 from .checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
 from .config import TrainConfig
@@ -33,8 +33,10 @@ __all__ = ["train", "TrainResult", "NonFiniteLoss", "build_model", "evaluate", "
 METRICS = "metrics.jsonl"
 
 
-class NonFiniteLoss(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
+class NonFiniteLoss(UnitcheckError, RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept (exit code 1)."""
+
+    exit_code = 1
 
 
 @dataclass
@@ -57,31 +59,16 @@ def _device(cfg: TrainConfig, d: Dist) -> torch.device:
 
 
 def build_model(cfg: TrainConfig, vocab_size: int) -> nn.Module:
-    """A bundled model at the configured size, a rewrite directory, or a factory's module."""
-    from ..models import MODELS
+    """The model spec resolved by the one loader; a bundled model at the run's size and seed."""
+    from ..loader import bundled_fields, load_model, parse_sets
 
-    if cfg.model in MODELS:
-        from ..models import config_class
-        from ..models import module as model_module
-
-        fields = {f.name for f in dataclasses.fields(config_class(cfg.model))}
+    sets = parse_sets([s for s in cfg.model_set.split(",") if s]) if cfg.model_set else {}
+    fields = bundled_fields(cfg.model)
+    if fields is not None:
         wanted = dict(vocab_size=vocab_size, block_size=cfg.seq_len, n_layer=cfg.n_layer,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, n_kv_head=cfg.n_head)
-        overrides = {k: v for k, v in wanted.items() if k in fields}
-        if cfg.model_set:
-            from ..loader import parse_sets
-
-            extra = parse_sets([s for s in cfg.model_set.split(",") if s])
-            unknown = set(extra) - fields
-            if unknown:
-                raise ValueError(f"{cfg.model} has no config field(s) {', '.join(sorted(unknown))}")
-            overrides.update(extra)
-        model, _ = model_module(cfg.model).build(seed=cfg.seed, **overrides)
-        return model
-    from ..loader import load_model
-
-    loaded = load_model(cfg.model)
-    return loaded.model
+        sets = {**{k: v for k, v in wanted.items() if k in fields}, "seed": cfg.seed, **sets}
+    return load_model(cfg.model, sets).model  # type: ignore[no-any-return]
 
 
 def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -206,7 +193,7 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
         if cfg.precision == "fp8":  # Hopper: Transformer Engine's FP8 current-scaling recipe
             ok, why = te_backend.fp8_availability()
             if not ok:
-                raise ValueError(f"--precision fp8 needs Transformer Engine on an FP8 GPU: {why}")
+                raise UsageError(f"--precision fp8 needs Transformer Engine on an FP8 GPU: {why}")
         report = substitute_nvfp4(model, recipe="te" if cfg.precision == "fp8" else cfg.nvfp4_recipe,
                                   keep_last=cfg.keep_last, backend="te" if cfg.precision == "fp8" else "auto")
         _TE_BACKEND["on"] = report.backend == "transformer_engine"

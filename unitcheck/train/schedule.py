@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ..errors import UsageError
+
 __all__ = ["lr_factor"]
 
 
@@ -24,4 +26,4 @@ def lr_factor(step: int, total: int, schedule: str, warmup: int, min_ratio: floa
             return 1.0
         t = min(1.0, (step - decay_start) / max(1, total - decay_start))
         return 1.0 - (1 - min_ratio) * t
-    raise ValueError(f"unknown schedule {schedule!r}")
+    raise UsageError(f"unknown schedule {schedule!r}")

@@ -1,0 +1,23 @@
+"""One base class for every failure a user can cause, carrying the command line's exit code.
+
+The CLI prints ``unitcheck: <message>`` and exits with ``exit_code`` for a :class:`UnitcheckError`
+(2 unless a subclass says otherwise); anything else is a bug in unitcheck (exit 3).
+"""
+
+from __future__ import annotations
+
+__all__ = ["UnitcheckError", "UsageError", "MissingDependency"]
+
+
+class UnitcheckError(Exception):
+    """A problem with what the user gave (a model, a file, a flag): one line, no traceback."""
+
+    exit_code: int = 2
+
+
+class UsageError(UnitcheckError, ValueError):
+    """A one-line problem with the command line or its inputs: exit code 2."""
+
+
+class MissingDependency(UnitcheckError, ImportError):
+    """An optional extra (matplotlib, transformers, safetensors) that a command needs."""
