@@ -17,20 +17,19 @@ import time
 import torch
 from unitcheck.models import build
 
-from unitcheck.infer import run_inference
-from unitcheck.tracer import trace
+from unitcheck.infer import run_inference, trace_for_inference
+from unitcheck.record import KEY
 
 
 def measure(depth: int, repeat: int) -> dict[str, float]:
     model, inputs = build("gpt", n_layer=depth, n_embd=64, n_head=4)
     t0 = time.perf_counter()
-    traced = trace(model, inputs)
+    traced = trace_for_inference(model, inputs)
     t_trace = time.perf_counter() - t0
     times = []
     for _ in range(repeat):
         for n in traced.graph.nodes:  # fresh walk each time
-            n.meta.pop("unit", None)
-            n.meta.pop("unit_violation", None)
+            n.meta.pop(KEY, None)
         t0 = time.perf_counter()
         ug = run_inference(traced)
         times.append(time.perf_counter() - t0)

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, Index, UnitValue
 
-from ._util import first, funcs, ops
+from ._util import first, funcs, nonlinear, ops
 
 F = torch.nn.functional
-
-
-def nonlinear(ctx: RuleContext, operands: list[Any], code: str, what: str) -> UnitValue:
-    """Every tensor operand must be dimensionless; otherwise report ``code`` at this node."""
-    bad: dict[str, UnitValue] = {}
-    for i, a in enumerate(operands):
-        v = ctx.u(a)
-        if not ctx.to_dimensionless(v):
-            bad["input" if i == 0 else f"input{i}"] = v
-    if bad:
-        shown = ", ".join(str(u) for u in bad.values())
-        return ctx.violation(code, f"{what} of a unitful input ({shown})", bad)
-    return DIMENSIONLESS
 
 
 @rule(ops("neg", "relu", "abs", "leaky_relu", "dropout", "feature_dropout", "alpha_dropout",
@@ -92,7 +77,7 @@ def activation(ctx: RuleContext) -> UnitValue:
     Example: ``F.gelu(self.c_fc(x))``.
     Fix: ``gelu(C(a))``; the normalised gate ``C(a) * sigmoid(C(a))`` for gated MLPs.
     """
-    name = _name(ctx)
+    name = ctx.op
     return nonlinear(ctx, [ctx.args[0]], "UC202", name)
 
 
@@ -123,17 +108,8 @@ def transcendental(ctx: RuleContext) -> UnitValue:
     Example: ``torch.exp(self.log_scale(h))``.
     Fix: divide by a scale with the input's unit first.
     """
-    name = _name(ctx)
+    name = ctx.op
     tensors = [a for a in ctx.args if not isinstance(a, (int, float))][:2]
     if name in ("floor", "ceil", "round", "trunc") and isinstance(ctx.u(ctx.args[0]), Index):
         return INDEX
     return nonlinear(ctx, tensors or [ctx.args[0]], "UC204", name)
-
-
-def _name(ctx: RuleContext) -> str:
-    t = ctx.node.target
-    if isinstance(t, str):
-        return t
-    packet = getattr(t, "overloadpacket", None)
-    return str(getattr(packet, "__name__", None) or getattr(t, "__name__", str(t)))
-

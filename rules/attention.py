@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from unitcheck.graphs import base_name, users_through_views
-from unitcheck.infer import RuleContext
+from unitcheck.fxutil import base_name
+from unitcheck.graphs import users_through_views
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import Index, Poly, UnitValue
 
@@ -31,8 +32,7 @@ def sdpa(ctx: RuleContext) -> UnitValue:
     q, k, v = ctx.args[0], ctx.args[1], ctx.args[2]
     uq, uk, uv = (ctx.pin(ctx.u(t)) for t in (q, k, v))
     logits = (uq if isinstance(uq, Unit) else DIMENSIONLESS) * (uk if isinstance(uk, Unit) else DIMENSIONLESS)
-    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ""))
-    mask = ctx.arg(3, "attn_mask") if name in ("", "scaled_dot_product_attention") else ctx.kwargs.get("attn_mask")
+    mask = ctx.arg(3, "attn_mask") if ctx.op == "scaled_dot_product_attention" else ctx.kwargs.get("attn_mask")
     problems: dict[str, UnitValue] = {}
     if not logits.is_dimensionless:
         problems["logits"] = logits

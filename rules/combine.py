@@ -7,8 +7,8 @@ import operator
 import torch
 import torch.fx as fx
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, POLY, UnitValue
 
@@ -29,7 +29,7 @@ def add(ctx: RuleContext) -> UnitValue:
     Example: ``x + self.attn(self.ln_1(x))``.
     Fix: canonicalise and orthogonalise the residual update (GCT).
     """
-    name = "sub" if "sub" in str(ctx.node.target) else "add"
+    name = "sub" if "sub" in ctx.op else "add"
     a, b = ctx.args[0], ctx.arg(1, "other")
     if name == "sub" and a is b and isinstance(a, fx.Node):
         return POLY  # x - x is identically zero: it stands beside any unit
@@ -55,7 +55,7 @@ def same_unit(ctx: RuleContext) -> UnitValue:
     value is scale-polymorphic.
     Fix: bring the operands to one unit (canonicalise) first.
     """
-    name = _base(ctx)
+    name = ctx.op
     data = [a for i, a in enumerate(ctx.args) if i not in _SKIP.get(name, ())]
     data += [v for k, v in ctx.kwargs.items() if k in ("other", "value", "src", "source", "values", "self")]
     out = ctx.same_unit(data, name)
@@ -83,16 +83,6 @@ _SKIP: dict[str, tuple[int, ...]] = {
     "masked_scatter": (1,),
     "fill": (),
 }
-
-
-def _base(ctx: RuleContext) -> str:
-    t = ctx.node.target
-    if isinstance(t, str):
-        return t
-    packet = getattr(t, "overloadpacket", None)
-    if packet is not None:
-        return str(packet.__name__)
-    return getattr(t, "__name__", str(t))
 
 
 @rule(ops("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack"),
@@ -171,4 +161,4 @@ def atan2(ctx: RuleContext) -> UnitValue:
     Fix: bring both to one unit.
     """
     out = ctx.same_unit([ctx.args[0], ctx.args[1]], "atan2")
-    return out if str(out).startswith("v:") else DIMENSIONLESS
+    return out if out == ctx.opaque() else DIMENSIONLESS

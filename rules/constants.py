@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, POLY, UnitValue, is_poly_number
 
@@ -24,16 +24,12 @@ def full(ctx: RuleContext) -> UnitValue:
     Example: ``torch.full((T, T), float("-inf")).triu(1)``.
     Fix: none.
     """
-    name = getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", "")
-    if ctx.node.op == "call_method" or name in ("full_like", "new_full") or ctx.node.target in (
-        torch.full_like,
-    ):
-        value = ctx.arg(1, "fill_value")
-    elif name == "scalar_tensor" or ctx.node.target is torch.scalar_tensor:
+    name = ctx.op
+    if name == "scalar_tensor":
         value = ctx.arg(0, "s")
     elif name == "fill":
         value = ctx.arg(1, "value")
-    else:
+    else:  # full, full_like, new_full: the value follows the size or the tensor
         value = ctx.arg(1, "fill_value")
     if isinstance(value, (int, float)) and is_poly_number(float(value)):
         return POLY

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import UnitValue
 

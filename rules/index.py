@@ -6,8 +6,8 @@ import operator
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.values import INDEX, UnitValue
 
 from ._util import funcs, ops

@@ -3,44 +3,16 @@
 from __future__ import annotations
 
 import operator
-from typing import Any
 
 import torch
-import torch.fx as fx
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
-from unitcheck.units import DIMENSIONLESS, Unit
-from unitcheck.values import INDEX, POLY, Index, Literal, Poly, UnitValue, Var
+from unitcheck.rulectx import RuleContext
+from unitcheck.values import Index, UnitValue
 
-from ._util import funcs, ops
+from ._util import funcs, nonlinear, ops, product, with_bias
 
 F = torch.nn.functional
-
-
-def product(ctx: RuleContext, factors: list[Any], powers: list[int] | None = None) -> UnitValue:
-    """u = prod u(f_i)^p_i. A literal factor is dimensionless and leaves a weight variable
-    unbound; a tensor factor pins every variable among the factors (SPEC 2)."""
-    powers = powers or [1] * len(factors)
-    values = [ctx.u(f) for f in factors]
-    if any(isinstance(v, Poly) for v in values):
-        return POLY
-    tensors = [f for f, v in zip(factors, values) if isinstance(f, fx.Node) and v is not None]
-    if all(isinstance(v, Index) or v is None for v in values) and tensors:
-        return INDEX
-    if len(tensors) == 1:
-        (only,) = [v for f, v in zip(factors, values) if isinstance(f, fx.Node)]
-        p = powers[[i for i, f in enumerate(factors) if isinstance(f, fx.Node)][0]]
-        if isinstance(only, Var) and p == 1:
-            return only  # multiplication by a literal is unit-transparent
-    out = DIMENSIONLESS
-    for v, p in zip(values, powers):
-        if isinstance(v, (Literal, Index)) or v is None:
-            continue
-        unit = ctx.pin(v)
-        if isinstance(unit, Unit):
-            out = out * unit ** p
-    return out
 
 
 @rule(ops("mul", "multiply"), funcs(operator.mul, operator.imul, torch.mul, torch.multiply),
@@ -70,8 +42,6 @@ def div(ctx: RuleContext) -> UnitValue:
         a, b = b, a
     mode = ctx.kwargs.get("rounding_mode")
     if mode in ("floor", "trunc") and not isinstance(ctx.u(a), Index):
-        from .activation import nonlinear
-
         return nonlinear(ctx, [a, b], "UC204", f"division with rounding_mode={mode!r}")
     return product(ctx, [a, b], [1, -1])
 
@@ -110,43 +80,8 @@ def einsum(ctx: RuleContext) -> UnitValue:
     return product(ctx, list(operands))
 
 
-def _with_bias(ctx: RuleContext, out: UnitValue, bias: Any, what: str) -> UnitValue:
-    if bias is None:
-        return out
-    b = ctx.u(bias)
-    if isinstance(out, Poly):
-        return b if b is not None else out  # 0 @ W + b is b
-    if isinstance(b, Var):
-        root = b.find()
-        if root.bound is None:
-            if isinstance(out, Unit):
-                ctx.engine.bind(root, out, ctx.node, "combine")
-                return out
-            if isinstance(out, Var):
-                return ctx.engine.unify([out, root], ctx.node)
-        b = root.bound
-    if isinstance(b, (Poly, Index)) or b is None:
-        return out
-    if isinstance(out, Var):
-        root = out.find()
-        if root.bound is None and isinstance(b, Unit):
-            ctx.engine.bind(root, b, ctx.node, "combine")
-            return b
-    if isinstance(b, Unit) and isinstance(out, Unit) and b != out:
-        return ctx.violation(
-            "UC101", f"{what} adds a bias of unit {b} to a product of unit {out}",
-            {"product": out, "bias": b},
-        )
-    return out
-
-
-def _nvfp4_linear() -> tuple[object, ...]:
-    from unitcheck.quant import gemm  # noqa: F401  (defines torch.ops.unitcheck.nvfp4_linear)
-
-    return (torch.ops.unitcheck.nvfp4_linear.default,)
-
-
-@rule(ops("linear"), funcs(F.linear), _nvfp4_linear())
+# the NVFP4 GEMM (unitcheck.quant.gemm) by name: linting never imports the quantiser
+@rule(ops("linear"), funcs(F.linear), "unitcheck::nvfp4_linear")
 def linear(ctx: RuleContext) -> UnitValue:
     """
     What it does: ``linear(x, W, b)`` has unit u(x) · p:W; the bias takes that unit.
@@ -156,7 +91,7 @@ def linear(ctx: RuleContext) -> UnitValue:
     """
     x, w = ctx.args[0], ctx.arg(1, "weight")
     out = product(ctx, [x, w])
-    return _with_bias(ctx, out, ctx.arg(2, "bias"), "linear")
+    return with_bias(ctx, out, ctx.arg(2, "bias"), "linear")
 
 
 @rule(ops("addmm", "addbmm", "baddbmm", "addmv", "addr"), funcs(torch.addmm, torch.baddbmm,
@@ -169,7 +104,7 @@ def addmm(ctx: RuleContext) -> UnitValue:
     Fix: none.
     """
     out = product(ctx, [ctx.args[1], ctx.args[2]])
-    return _with_bias(ctx, out, ctx.args[0], "addmm")
+    return with_bias(ctx, out, ctx.args[0], "addmm")
 
 
 @rule(ops("addcmul", "addcdiv"), funcs(torch.addcmul, torch.addcdiv), method("addcmul", "addcdiv"))
@@ -180,9 +115,9 @@ def addcmul(ctx: RuleContext) -> UnitValue:
     Example: ``torch.addcmul(x, g, h, value=0.5)``.
     Fix: none.
     """
-    sign = -1 if "addcdiv" in str(ctx.node.target) else 1
+    sign = -1 if ctx.op == "addcdiv" else 1
     out = product(ctx, [ctx.args[1], ctx.args[2]], [1, sign])
-    return _with_bias(ctx, out, ctx.args[0], "addcmul")
+    return with_bias(ctx, out, ctx.args[0], "addcmul")
 
 
 _CONV = ops("conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d",
@@ -201,6 +136,6 @@ def conv(ctx: RuleContext) -> UnitValue:
     """
     if ctx.node.target is F.bilinear:
         out = product(ctx, [ctx.args[0], ctx.args[1], ctx.args[2]])
-        return _with_bias(ctx, out, ctx.arg(3, "bias"), "bilinear")
+        return with_bias(ctx, out, ctx.arg(3, "bias"), "bilinear")
     out = product(ctx, [ctx.args[0], ctx.arg(1, "weight")])
-    return _with_bias(ctx, out, ctx.arg(2, "bias"), "convolution")
+    return with_bias(ctx, out, ctx.arg(2, "bias"), "convolution")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import Index, Poly, UnitValue
 
@@ -55,8 +55,7 @@ def likelihood(ctx: RuleContext) -> UnitValue:
     Example: ``F.cross_entropy(self.lm_head(x), y)``.
     Fix: dimensionless logits from C(h_L) with a learnable logit gain.
     """
-    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ctx.node.target))
-    out = _logits(ctx, name)
+    out = _logits(ctx, ctx.op)
     val = ctx.val()
     if isinstance(val, (list, tuple)):
         return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))
@@ -72,8 +71,7 @@ def regression(ctx: RuleContext) -> UnitValue:
     Fix: divide by a scale S with u(S) = u(L): lambda = alpha / S.
     """
     u = ctx.same_unit([ctx.args[0], ctx.args[1]], "regression loss")
-    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ctx.node.target))
-    if isinstance(u, Unit) and ("mse" in name) and not str(u).startswith("v:"):
+    if isinstance(u, Unit) and "mse" in ctx.op and u != ctx.opaque():
         return u**2
     return u
 

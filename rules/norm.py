@@ -11,13 +11,12 @@ from typing import Any
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import UnitValue, Var
 
-from ._util import funcs, ops
-from .linear import _with_bias
+from ._util import funcs, ops, with_bias
 
 F = torch.nn.functional
 
@@ -27,7 +26,7 @@ def _affine(ctx: RuleContext, weight: Any, bias: Any, what: str) -> UnitValue:
     if weight is not None:
         w = ctx.pin(ctx.u(weight))
         out = w if isinstance(w, Unit) else DIMENSIONLESS
-    return _with_bias(ctx, out, bias, what)
+    return with_bias(ctx, out, bias, what)
 
 
 def _eps_floor(ctx: RuleContext, x: Any, eps_index: int | str, power: int) -> None:
@@ -48,7 +47,7 @@ def layer_norm(ctx: RuleContext) -> UnitValue:
     x = ctx.args[0]
     _eps_floor(ctx, x, 4, 2)
     out = _affine(ctx, ctx.arg(2, "weight"), ctx.arg(3, "bias"), "layer_norm")
-    if "native_layer_norm" in str(ctx.node.target):
+    if ctx.op == "native_layer_norm":
         u = ctx.u(x)
         inv = u**-1 if isinstance(u, Unit) else DIMENSIONLESS
         return (out, u if isinstance(u, (Unit, Var)) else DIMENSIONLESS, inv)
@@ -65,7 +64,7 @@ def rms_norm(ctx: RuleContext) -> UnitValue:
     """
     _eps_floor(ctx, ctx.args[0], 3, 2)
     out = _affine(ctx, ctx.arg(2, "weight"), None, "rms_norm")
-    if "_fused" in str(ctx.node.target):
+    if ctx.op == "_fused_rms_norm":
         u = ctx.u(ctx.args[0])
         return (out, u**-1 if isinstance(u, Unit) else DIMENSIONLESS)
     return out
@@ -79,7 +78,7 @@ def group_norm(ctx: RuleContext) -> UnitValue:
     Example: ``nn.GroupNorm(8, 64)(x)``.
     Fix: none.
     """
-    native = "native_group_norm" in str(ctx.node.target)
+    native = ctx.op == "native_group_norm"
     if native:
         _eps_floor(ctx, ctx.args[0], 7, 2)
         out = _affine(ctx, ctx.args[1], ctx.args[2], "group_norm")
@@ -131,7 +130,7 @@ def _bind_stat(ctx: RuleContext, stat: Any, unit: Unit) -> None:
     if isinstance(v, Var):
         root = v.find()
         if root.bound is None:
-            ctx.engine.bind(root, unit, ctx.node, "combine")
+            ctx.bind(root, unit)
 
 
 @rule(funcs(F.normalize))

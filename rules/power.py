@@ -8,12 +8,12 @@ from fractions import Fraction
 import torch
 import torch.fx as fx
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import POLY, Index, Poly, UnitValue
 
-from ._util import funcs, ops
+from ._util import funcs, nonlinear, ops
 
 
 def _power(ctx: RuleContext, x: object, c: Fraction) -> UnitValue:
@@ -45,9 +45,7 @@ def fixed_power(ctx: RuleContext) -> UnitValue:
     Example: ``torch.rsqrt(var + 1e-6)`` has u(x)^-1.
     Fix: none.
     """
-    t = ctx.node.target
-    name = t if isinstance(t, str) else getattr(getattr(t, "overloadpacket", t), "__name__", "")
-    return _power(ctx, ctx.args[0], _FIXED[str(name)])
+    return _power(ctx, ctx.args[0], _FIXED[ctx.op])
 
 
 @rule(ops("pow", "float_power"), funcs(torch.pow, operator.pow, torch.float_power),
@@ -65,6 +63,4 @@ def pow_(ctx: RuleContext) -> UnitValue:
         base, expo = expo, base
     if isinstance(expo, (int, float)) and isinstance(base, fx.Node):
         return _power(ctx, base, Fraction(expo).limit_denominator(1 << 12))
-    from .activation import nonlinear
-
     return nonlinear(ctx, [base, expo], "UC204", "power with a tensor exponent")

@@ -7,12 +7,12 @@ import math
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import Unit
 from unitcheck.values import INDEX, Index, UnitValue
 
-from ._util import first, funcs, ops
+from ._util import first, funcs, nonlinear, ops
 
 F = torch.nn.functional
 
@@ -79,7 +79,7 @@ def variance(ctx: RuleContext) -> UnitValue:
     if isinstance(v, Index):
         return INDEX
     unit = ctx.pin(v)
-    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ctx.node.target))
+    name = ctx.op
     if not isinstance(unit, Unit):
         return v
     if "var" in name:
@@ -99,11 +99,9 @@ def prod(ctx: RuleContext) -> UnitValue:
     v = first(ctx)
     if isinstance(v, Index):
         return INDEX
-    name = str(getattr(getattr(ctx.node.target, "overloadpacket", None), "__name__", ctx.node.target))
+    name = ctx.op
     shape_in, shape_out = ctx.shape(ctx.args[0]), ctx.shape()
     if "cumprod" in name or shape_in is None or shape_out is None:
-        from .activation import nonlinear
-
         return nonlinear(ctx, [ctx.args[0]], "UC204", name)
     n = math.prod(shape_in) // max(1, math.prod(shape_out))
     unit = ctx.pin(v)
@@ -118,6 +116,4 @@ def logsumexp(ctx: RuleContext) -> UnitValue:
     Example: ``torch.logsumexp(scores, -1)``.
     Fix: canonicalise the scores.
     """
-    from .activation import nonlinear
-
     return nonlinear(ctx, [ctx.args[0]], "UC204", "logsumexp")

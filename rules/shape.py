@@ -7,8 +7,8 @@ import operator
 
 import torch
 
-from unitcheck.infer import RuleContext
 from unitcheck.registry import method, rule
+from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, Index, UnitValue
 

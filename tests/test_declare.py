@@ -5,6 +5,7 @@ from torch import nn
 import unitcheck
 from unitcheck.declarations import resolve_declarations, undeclare
 from unitcheck.infer import infer_units
+from unitcheck.record import unit_of
 from unitcheck.units import Unit
 
 
@@ -53,7 +54,7 @@ def test_declared_unit_reaches_the_graph() -> None:
     try:
         ug = infer_units(m, torch.randn(2, 3))
         lin = next(n for n in ug.graph.nodes if n.name == "linear")
-        assert lin.meta["unit"] == Unit.parse("in:input * s:w^2")
+        assert unit_of(lin) == Unit.parse("in:input * s:w^2")
     finally:
         undeclare(m.weight)
 

@@ -7,6 +7,7 @@ from torch import nn
 
 import unitcheck
 from unitcheck.infer import infer_units
+from unitcheck.record import record, unit_of
 from unitcheck.units import Unit
 from unitcheck.values import INDEX, POLY
 
@@ -14,7 +15,7 @@ U = Unit.parse
 
 
 def units_by_target(ug, target):  # type: ignore[no-untyped-def]
-    return [n.meta["unit"] for n in ug.graph.nodes if n.target == target]
+    return [unit_of(n) for n in ug.graph.nodes if n.target == target]
 
 
 aten = torch.ops.aten
@@ -105,7 +106,7 @@ def test_numerical_floor_is_a_note_not_a_violation() -> None:
     assert not ug.violations
     assert [n.rule for n in ug.notes] == ["UC902"]
     mul = [n for n in ug.graph.nodes if n.target == aten.mul.Tensor][-1]
-    assert mul.meta["unit"] == Unit()
+    assert unit_of(mul) == Unit()
 
 
 def test_floor_threshold_is_configurable() -> None:
@@ -120,9 +121,9 @@ def test_gradient_units_are_dual() -> None:
     ug = infer_units(model, inputs)
     assert ug.loss_unit == Unit()
     for n in ug.graph.nodes:
-        u = n.meta.get("unit")
+        u = unit_of(n)
         if isinstance(u, Unit):
-            assert n.meta["grad_unit"] == u.inverse()
+            assert record(n).grad_unit == u.inverse()
 
 
 class MSE(nn.Module):
@@ -136,7 +137,7 @@ def test_unitful_loss_and_gradient_units_carry_the_loss_unit() -> None:
     assert rules == ["UC302"]
     assert ug.loss_unit == U("in:y^2")
     x_leaf = next(n for n in ug.graph.nodes if n.name == "y")
-    assert x_leaf.meta["grad_unit"] == U("in:y")  # u(L) - u(y)
+    assert record(x_leaf).grad_unit == U("in:y")  # u(L) - u(y)
 
 
 def test_coverage_is_full_on_bundled_models() -> None:

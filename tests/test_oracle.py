@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import unitcheck.rules  # noqa: F401  (the built-in rules, to be patched)
 from torch import nn
 from unitcheck.models import build
 
 from unitcheck import oracle, registry
-from unitcheck.infer import RuleContext
+from unitcheck.rulectx import RuleContext
 from unitcheck.values import UnitValue
 
 aten = torch.ops.aten
@@ -17,7 +18,6 @@ aten = torch.ops.aten
 @pytest.fixture
 def patched_rule():  # type: ignore[no-untyped-def]
     """Temporarily replace the rule for one target."""
-    registry._ensure_loaded()
     saved: dict = {}
 
     def patch(target, fn):  # type: ignore[no-untyped-def]

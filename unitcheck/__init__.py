@@ -37,7 +37,7 @@ _LAZY = {
     "Unit": ("unitcheck.units", "Unit"),
     "declare": ("unitcheck.declarations", "declare"),
     "infer_units": ("unitcheck.infer", "infer_units"),
-    "UnitGraph": ("unitcheck.infer", "UnitGraph"),
+    "UnitGraph": ("unitcheck.unitgraph", "UnitGraph"),
     "lint": ("unitcheck.linter", "lint"),
     "Report": ("unitcheck.linter", "Report"),
     "rule": ("unitcheck.registry", "rule"),
@@ -64,11 +64,12 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:  # pragma: no cover
     from . import oracle  # noqa: F401
     from .declarations import declare  # noqa: F401
-    from .infer import UnitGraph, infer_units  # noqa: F401
+    from .infer import infer_units  # noqa: F401
     from .linter import Report, lint  # noqa: F401
     from .loader import load_model  # noqa: F401
     from .registry import method, rule  # noqa: F401
     from .rewrite.api import rewrite_gct  # noqa: F401
     from .rewrite.save import load  # noqa: F401
     from .tracer import TraceError, trace  # noqa: F401
+    from .unitgraph import UnitGraph  # noqa: F401
     from .units import Unit  # noqa: F401

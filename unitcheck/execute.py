@@ -14,11 +14,12 @@ import torch
 import torch.fx as fx
 from torch.fx.node import map_arg
 
+from .record import record
 from .tracer import TracedGraph
 from .units import Unit
 from .values import Literal
 
-__all__ = ["call_node", "run_graph", "floor_factor_args", "floor_unit"]
+__all__ = ["call_node", "run_graph", "floor_factor_args"]
 
 
 _aten = torch.ops.aten
@@ -37,11 +38,6 @@ def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: 
     if node.op == "call_module":
         return gm.get_submodule(str(node.target))(*args, **kwargs)
     raise ValueError(f"cannot call node {node.format_node()}")
-
-
-def floor_unit(node: fx.Node, source: fx.Node, power: int) -> Unit | None:
-    u = source.meta.get("unit")
-    return u**power if isinstance(u, Unit) else None
 
 
 def _default_for(node: fx.Node, position: int) -> tuple[str, Any] | None:
@@ -65,12 +61,12 @@ def floor_factor_args(
     node: fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any], factor: Callable[[Unit], float]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Multiply each floor argument of ``node`` by ``factor(unit of the floor)``."""
-    floors = node.meta.get("unit_floors")
+    floors = record(node).floors
     if not floors:
         return args, kwargs
     args_l, kwargs_d = list(args), dict(kwargs)
-    for where, source, power in floors:
-        unit = floor_unit(node, source, power)
+    for floor in floors:
+        where, unit = floor.where, floor.unit()
         if unit is None or unit.is_dimensionless:
             continue
         f = factor(unit)
@@ -140,8 +136,3 @@ def _fetch(gm: fx.GraphModule, target: str) -> Any:
         obj = getattr(obj, part)
     return obj
 
-
-def as_float64(x: Any) -> Any:
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        return x.detach().to(torch.float64)
-    return x

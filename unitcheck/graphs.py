@@ -1,15 +1,15 @@
-"""Small structural queries on FX graphs shared by the rules, the oracle and the rewriter."""
+"""Structural queries on FX graphs shared by the rules, the rewriter and the diagnostics."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import Any
 
-import torch
 import torch.fx as fx
-from torch.utils import _pytree as pytree
 
-__all__ = ["is_ancestor", "node_dtype", "is_float_value", "op_name", "users_through_views", "topo_index"]
+from .fxutil import MOVEMENT_OPS, base_name, module_path
+
+__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views"]
 
 
 def topo_index(graph: fx.Graph) -> dict[fx.Node, int]:
@@ -41,15 +41,13 @@ def is_ancestor(a: fx.Node, b: fx.Node, order: dict[fx.Node, int] | None = None)
     return False
 
 
-def residual_pair(
-    add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int], module_of: Any
-) -> tuple[fx.Node, fx.Node] | None:
+def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tuple[fx.Node, fx.Node] | None:
     """(stream, branch) when ``add`` is a residual: the branch is computed from the stream inside
     a submodule of the add's module (``x + self.attn(ln(x))``), not inline (``x + 0.04 * x**3``
-    is a plain combine). ``module_of`` maps a node to its module path."""
+    is a plain combine)."""
     if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
         return None
-    here = module_of(add)
+    here = module_path(add)
 
     def inside(path: str) -> bool:
         return path != here and (here == "" or path.startswith(here + "."))
@@ -62,7 +60,7 @@ def residual_pair(
         seen, queue = {branch}, deque([branch])
         while queue and len(seen) < 4096:  # breadth-first and bounded: the submodule is close
             n = queue.popleft()
-            if inside(module_of(n)):
+            if inside(module_path(n)):
                 return stream, branch
             for p in n.all_input_nodes:
                 if p is not stream and p not in seen and p.op == "call_function":
@@ -71,62 +69,20 @@ def residual_pair(
     return None
 
 
-def residual_adds(graph: fx.Graph, module_of: Any) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
+def residual_adds(graph: fx.Graph) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
     """Every residual ``add`` of the graph as ``(add, stream, branch)``, in graph order."""
     order = topo_index(graph)
     out = []
     for n in graph.nodes:
         if n.op == "call_function" and base_name(n) == "add" and len(n.args) >= 2:
-            pair = residual_pair(n, n.args[0], n.args[1], order, module_of)
+            pair = residual_pair(n, n.args[0], n.args[1], order)
             if pair is not None:
                 out.append((n, pair[0], pair[1]))
     return out
 
 
-def node_dtype(val: Any) -> torch.dtype | None:
-    if isinstance(val, torch.Tensor):
-        return val.dtype
-    return None
-
-
-def is_float_value(val: Any) -> bool:
-    """Whether a node's recorded value (``meta['val']``) holds any floating tensor."""
-    return any(
-        isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-        for t in pytree.tree_leaves(val)
-    )
-
-
-def op_name(node: fx.Node) -> str:
-    """A readable, stable op name: ``aten.add.Tensor``, ``torch.nn.functional.gelu``, ``Tensor.view``."""
-    t = node.target
-    if node.op == "call_method":
-        return f"Tensor.{t}"
-    if node.op == "call_module":
-        return f"module:{t}"
-    if isinstance(t, torch._ops.OpOverload):
-        return str(t)
-    mod = getattr(t, "__module__", None) or ""
-    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
-    if mod in ("_operator", "operator"):
-        return f"operator.{name}"
-    return f"{mod}.{name}" if mod else str(name)
-
-
-_VIEWS = {
-    "view", "_unsafe_view", "reshape", "permute", "transpose", "expand", "contiguous", "clone",
-    "alias", "unsqueeze", "squeeze", "flatten", "t", "to", "type_as", "_to_copy", "getitem",
-    "masked_fill", "where", "add", "sub", "div", "mul", "dropout", "native_dropout",
-}
-
-
-def _base(node: fx.Node) -> str:
-    t = node.target
-    if isinstance(t, torch._ops.OpOverload):
-        return t.overloadpacket.__name__
-    if isinstance(t, str):
-        return t
-    return getattr(t, "__name__", str(t))
+# what attention code applies to its weights before the value matmul: moves, masks, scalings
+_WEIGHT_PATH = MOVEMENT_OPS | {"masked_fill", "where", "add", "sub", "div", "mul", "native_dropout"}
 
 
 def users_through_views(node: fx.Node, depth: int = 6) -> list[fx.Node]:
@@ -141,13 +97,9 @@ def users_through_views(node: fx.Node, depth: int = 6) -> list[fx.Node]:
                 continue
             seen.add(u)
             out.append(u)
-            if _base(u) in _VIEWS:
+            if base_name(u) in _WEIGHT_PATH:
                 nxt.extend(u.users)
         frontier = nxt
         if not frontier:
             break
     return out
-
-
-def base_name(node: fx.Node) -> str:
-    return _base(node)

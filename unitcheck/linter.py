@@ -15,7 +15,8 @@ from torch import nn
 from .codes import CODES, SEVERITY_RANK
 from .diagnostics import Violation
 from .errors import UsageError
-from .infer import UnitGraph, infer_units
+from .infer import infer_units
+from .unitgraph import UnitGraph
 
 __all__ = ["Report", "lint", "select_codes", "JSON_VERSION"]
 

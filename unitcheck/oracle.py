@@ -35,7 +35,10 @@ from torch.utils import _pytree as pytree
 
 from .errors import UnitcheckError
 from .execute import call_node, floor_factor_args, run_graph
-from .infer import UnitGraph, infer_units
+from .fxutil import op_name
+from .infer import infer_units
+from .record import record, unit_of
+from .unitgraph import UnitGraph
 from .units import Unit
 from .values import Poly
 
@@ -203,14 +206,13 @@ def _leaf_values(ug: UnitGraph, g: Mapping[str, float] | None) -> dict[str, Any]
             v = v.detach().to(torch.float64)
             if g is not None:
                 node = _node(ug, name)
-                v = _scale(v, node.meta.get("unit"), g)
+                v = _scale(v, unit_of(node), g)
         out[name] = v
     return out
 
 
 def _node(ug: UnitGraph, name: str) -> fx.Node:
-    cache = ug.__dict__.setdefault("_by_name", {n.name: n for n in ug.graph.nodes})
-    return cache[name]  # type: ignore[no-any-return]
+    return ug.node(name)
 
 
 # -- comparisons ------------------------------------------------------------------------------
@@ -272,7 +274,7 @@ def _run_alone(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], g: Mapp
     """The node on its recorded inputs (rescaled by g); ``convert`` maps every float input."""
     def value(n: fx.Node) -> Any:
         v = env[n]
-        v = _scale(v, n.meta.get("unit"), g) if g is not None else v
+        v = _scale(v, unit_of(n), g) if g is not None else v
         return convert(v) if convert is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
 
     args = map_arg(node.args, value)
@@ -293,12 +295,12 @@ def _local(ug: UnitGraph, env: Mapping[fx.Node, Any], res: OracleResult, rng: ra
             continue
         base_val = env.get(node)
         if not _floats(base_val):
-            if node.meta.get("unit_violation"):
+            if record(node).violation:
                 _confirm_index(ug, node, env, res, g1)
             continue
         res.float_nodes += 1
-        unit = node.meta.get("unit")
-        if node.meta.get("unit_violation"):
+        unit = unit_of(node)
+        if record(node).violation:
             _confirm(ug, node, env, res, g1, g2)
             continue
         if _is_unknown(ug, node):
@@ -313,7 +315,7 @@ def _local(ug: UnitGraph, env: Mapping[fx.Node, Any], res: OracleResult, rng: ra
             res.agreed += 1
         else:
             res.disagreements.append(Disagreement("local", node.name, _op(node), _fmt(unit), why))
-        if node.meta.get("unit_interface"):
+        if record(node).interface:
             _confirm_interface(node, base, scaled, res)
 
 
@@ -411,7 +413,7 @@ def _confirm(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], res: Orac
         res.confirmed += 1
         return
     res.disagreements.append(
-        Disagreement("violation", node.name, _op(node), node.meta.get("unit_violation", ""),
+        Disagreement("violation", node.name, _op(node), record(node).violation or "",
                      "reported as a violation but the node is equivariant under the draw")
     )
 
@@ -424,7 +426,7 @@ def _confirm_interface(node: fx.Node, base: Any, scaled: Any, res: OracleResult)
         res.confirmed += 1
     else:
         res.disagreements.append(Disagreement("violation", node.name, _op(node),
-                                              node.meta.get("unit_interface", ""),
+                                              record(node).interface or "",
                                               "the loss is invariant under the draw"))
 
 
@@ -442,7 +444,7 @@ def _confirm_index(ug: UnitGraph, node: fx.Node, env: Mapping[fx.Node, Any], res
         res.confirmed += 1
     else:
         res.disagreements.append(
-            Disagreement("violation", node.name, _op(node), node.meta.get("unit_violation", ""),
+            Disagreement("violation", node.name, _op(node), record(node).violation or "",
                          "index output unchanged under the draw")
         )
 
@@ -452,8 +454,6 @@ def _is_unknown(ug: UnitGraph, node: fx.Node) -> bool:
 
 
 def _op(node: fx.Node) -> str:
-    from .graphs import op_name
-
     return op_name(node)
 
 
@@ -477,7 +477,7 @@ def _downstream_violation(ug: UnitGraph) -> set[fx.Node]:
 
 def _opaque_source(node: fx.Node) -> bool:
     """A violation or an op with no rule: its output's scaling is unknown."""
-    return bool(node.meta.get("unit_violation") or node.meta.get("unit_unknown"))
+    return record(node).opaque_source
 
 
 def _upstream_violation(ug: UnitGraph) -> set[fx.Node]:
@@ -557,7 +557,7 @@ def _global(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
             raise OracleError("the model's first output is not a tensor; return a tensor or a loss")
         gen = torch.Generator().manual_seed(7)
         probe = torch.randn(tuple(val.shape), generator=gen, dtype=torch.float64)
-        u = outs[0].meta.get("unit")
+        u = unit_of(outs[0])
         probe_unit = u.inverse() if isinstance(u, Unit) else None
     base_env, base_grads, base_scale = _run_with_grads(ug, _leaf_values(ug, None), None, loss_node, probe, probe_unit)
     env, grads, scale = _run_with_grads(ug, _leaf_values(ug, g), g, loss_node, probe, probe_unit)
@@ -565,7 +565,7 @@ def _global(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
     upstream = _upstream_violation(ug)
     end = loss_node if loss_node is not None else next(
         o for o in ug.traced.output_nodes() if isinstance(o, fx.Node))
-    end_unit = end.meta.get("unit")
+    end_unit = unit_of(end)
     # Prop. 1 needs an invariant loss: not opaque, and not computed from a violation's output
     grads_ok = (
         loss_unit is not None and not loss_unit.is_opaque and end not in upstream
@@ -575,7 +575,7 @@ def _global(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
     for node in ug.graph.nodes:
         if node.op == "output" or node in upstream:
             continue
-        unit = _checkable(node.meta.get("unit"))
+        unit = _checkable(unit_of(node))
         base = base_env.get(node)
         if unit is not None and isinstance(base, torch.Tensor) and base.is_floating_point():
             res.global_checked += 1
@@ -585,7 +585,7 @@ def _global(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
             else:
                 res.disagreements.append(Disagreement("global", node.name, _op(node), str(unit), why))
         # a polymorphic value (a mask, x - x) has no definite unit, hence no dual law
-        if grads_ok and node in base_grads and node not in tainted and isinstance(node.meta.get("unit"), Unit):
+        if grads_ok and node in base_grads and node not in tainted and isinstance(unit_of(node), Unit):
             gu = loss_unit / unit  # type: ignore[operator]
             res.grad_checked += 1
             if node not in grads:
@@ -647,7 +647,7 @@ def _loss_along(ug: UnitGraph, leaves: dict[str, Any], gen: str, members: list[t
     gmap = {gen: c}
     vals = dict(leaves)
     for name, _ in members:
-        vals[name] = _scale(leaves[name], _node(ug, name).meta.get("unit"), gmap)
+        vals[name] = _scale(leaves[name], unit_of(_node(ug, name)), gmap)
     torch.manual_seed(1234)
     with torch.no_grad():
         out = run_graph(ug.traced, vals, floor_factor=lambda u: u.character(gmap))
@@ -675,7 +675,7 @@ def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -
     loss_gens = set(ug.loss_unit.generators()) if isinstance(ug.loss_unit, Unit) else set()
     by_gen: dict[str, list[tuple[str, float]]] = {}
     for name in names:
-        unit = _node(ug, name).meta.get("unit")
+        unit = unit_of(_node(ug, name))
         if not isinstance(unit, Unit):
             continue
         for gen, e in unit.items():

@@ -1,25 +1,28 @@
 """Operator -> unit rule registry.
 
 A rule is registered for explicit targets: ATen overloads (``torch.ops.aten.add.Tensor``) or
-overload packets (``torch.ops.aten.add``, covering every overload) from ``torch.export``, and
-Python callables (``operator.add``, ``torch.add``, ``F.gelu``) or :func:`method` names from
-symbolic tracing. Registering a target twice is an error unless ``replace=True``: a user adding a
-rule for their own op never silently shadows a built-in one.
+overload packets (``torch.ops.aten.add``, covering every overload) from ``torch.export``, Python
+callables (``operator.add``, ``torch.add``, ``F.gelu``) or :func:`method` names from symbolic
+tracing, and custom ops by their qualified name (``"unitcheck::nvfp4_linear"``), which lets a rule
+exist before the library that defines the op is imported. Registering a target twice is an error
+unless ``replace=True``: a user adding a rule for their own op never silently shadows a built-in
+one. The built-in rules register when ``unitcheck.rules`` is imported (the inference pass does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .infer import RuleContext
-    from .values import UnitValue
+import torch
 
-__all__ = ["rule", "method", "lookup", "RuleFn", "registered_targets", "MethodTarget"]
+from .rulectx import RuleContext
+from .values import UnitValue
 
-RuleFn = Callable[["RuleContext"], "UnitValue"]
+__all__ = ["rule", "method", "lookup", "RuleFn", "MethodTarget"]
+
+RuleFn = Callable[[RuleContext], UnitValue]
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,6 @@ def method(*names: str) -> tuple[MethodTarget, ...]:
 
 
 _RULES: dict[Any, RuleFn] = {}
-_loaded = False
-
-
-def _key(target: Any) -> Any:
-    return target
 
 
 def rule(*targets: Any, replace: bool = False) -> Callable[[RuleFn], RuleFn]:
@@ -59,35 +57,20 @@ def rule(*targets: Any, replace: bool = False) -> Callable[[RuleFn], RuleFn]:
         for t in flat:
             if t is None:
                 continue
-            k = _key(t)
-            if k in _RULES and not replace and _RULES[k] is not fn:
+            if t in _RULES and not replace and _RULES[t] is not fn:
                 raise ValueError(
-                    f"operator {t} already has the rule {_RULES[k].__module__}.{_RULES[k].__name__}; "
+                    f"operator {t} already has the rule {_RULES[t].__module__}.{_RULES[t].__name__}; "
                     "pass replace=True to override it"
                 )
-            _RULES[k] = fn
+            _RULES[t] = fn
         return fn
 
     return deco
 
 
-def _ensure_loaded() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from . import rules  # noqa: F401  (registers the built-in rule modules)
-
-
 def lookup(target: Any) -> RuleFn | None:
-    _ensure_loaded()
+    """The rule for a target: the overload, else its packet, else its qualified op name."""
     fn = _RULES.get(target)
-    if fn is None:
-        packet = getattr(target, "overloadpacket", None)
-        if packet is not None:
-            fn = _RULES.get(packet)
+    if fn is None and isinstance(target, torch._ops.OpOverload):
+        fn = _RULES.get(target.overloadpacket) or _RULES.get(target._schema.name)
     return fn
-
-
-def registered_targets() -> list[Any]:
-    _ensure_loaded()
-    return list(_RULES)

@@ -17,11 +17,10 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import re
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,8 +31,9 @@ from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 from .errors import UnitcheckError
+from .fxutil import frames_from_text, user_frame
 
-__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "location", "module_path", "KEEP_OPS"]
+__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS"]
 
 aten = torch.ops.aten
 
@@ -122,65 +122,6 @@ class TracedGraph:
         return [n for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
 
 
-# -- locations ------------------------------------------------------------------------------
-
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_BUNDLED_MODELS = os.path.join(_OWN_DIR, "models") + os.sep  # where a non-editable install puts them
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n]+)\n(?P<code>[^\n]*)')
-
-
-def _user_frame(file: str) -> bool:
-    if file.startswith(_BUNDLED_MODELS):
-        return True
-    return not (file.startswith(_TORCH_DIR) or file.startswith(_OWN_DIR) or file.startswith("<"))
-
-
-def _frames_from_text(text: str) -> list[tuple[str, int, str]]:
-    return [(m["file"], int(m["line"]), m["code"].strip()) for m in _FRAME.finditer(text + "\n")]
-
-
-def location(node: fx.Node) -> Location | None:
-    """The innermost frame of the node's stack trace that lies outside torch (and unitcheck)."""
-    cached = node.meta.get("unitcheck_location", False)
-    if cached is not False:
-        return cached  # type: ignore[no-any-return]
-    loc = None
-    text = node.meta.get("stack_trace")
-    if text:
-        for file, line, code in reversed(_frames_from_text(text)):
-            if _user_frame(file):
-                loc = Location(file, line, code)
-                break
-    node.meta["unitcheck_location"] = loc
-    return loc
-
-
-def module_path(node: fx.Node) -> str:
-    """Qualified name of the innermost module the node was recorded in ('' for the root)."""
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return ""
-    path = list(stack.values())[-1][0]
-    return _clean_path(str(path))
-
-
-def module_class(node: fx.Node) -> str:
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return ""
-    cls = list(stack.values())[-1][1]
-    return cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1]
-
-
-def _clean_path(path: str) -> str:
-    # strict export / dynamo spell paths as L['self'].h[0].attn; normalise to h.0.attn
-    path = re.sub(r"^L\['self'\]\.?", "", path)
-    path = re.sub(r"\[(\d+)\]", r".\1", path)
-    path = re.sub(r"\['([^']+)'\]", r".\1", path)
-    return path.strip(".")
-
-
 # -- capture --------------------------------------------------------------------------------
 
 
@@ -252,19 +193,18 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, A
     )
 
 
-def _needs_lowering(graph: fx.Graph) -> bool:
+def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> bool:
     """Export's training IR already has the high-level ops the rules want (and lowering it costs
     as much as the export itself). Lower only when it holds a mutating op, which
-    functionalisation removes, or an op with no unit rule, which decomposition may explain."""
-    from .registry import lookup
-
+    functionalisation removes, or an op ``lower_op`` asks for (one with no unit rule, which
+    decomposition may explain)."""
     for n in graph.nodes:
         if n.op != "call_function":
             continue
         t = n.target
         if isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable:
             return True
-        if lookup(t) is None:
+        if lower_op is not None and lower_op(t):
             return True
     return False
 
@@ -284,10 +224,11 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     return spec
 
 
-def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool = False) -> TracedGraph:
+def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
+            lower_op: Callable[[Any], bool] | None) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
     ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
-    if _needs_lowering(ep.graph_module.graph):
+    if _needs_lowering(ep.graph_module.graph, lower_op):
         ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
     names = _canonical_names(model)
@@ -396,17 +337,17 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
     loc = None
     m = re.search(r"The following call raised this error:\s*\n\s*(File .*\n.*)", str(err))
     if m:
-        frames = _frames_from_text(m.group(1).strip())
+        frames = frames_from_text(m.group(1).strip())
         if frames:
             loc = Location(*frames[0])
     if loc is None:
         for fr in reversed(traceback.extract_tb(err.__traceback__)):
-            if _user_frame(fr.filename) and "site-packages" not in fr.filename:
+            if user_frame(fr.filename) and "site-packages" not in fr.filename:
                 loc = Location(fr.filename, fr.lineno or 0, (fr.line or "").strip())
                 break
     if loc is None:
         for fr in reversed(traceback.extract_tb(err.__traceback__)):
-            if _user_frame(fr.filename):
+            if user_frame(fr.filename):
                 loc = Location(fr.filename, fr.lineno or 0, (fr.line or "").strip())
                 break
     return construct, loc
@@ -417,11 +358,13 @@ def trace(
     example_inputs: Any,
     method: Literal["auto", "export", "fx"] = "auto",
     dynamic: bool = False,
+    lower_op: Callable[[Any], bool] | None = None,
 ) -> TracedGraph:
     """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both).
 
     ``dynamic=True`` keeps batch and sequence sizes symbolic (export only), as code generation
-    needs."""
+    needs. ``lower_op(target)`` says whether an op should be decomposed (unit inference passes
+    "has no unit rule"); mutating ops always are."""
     import time
 
     if not isinstance(model, nn.Module):
@@ -432,7 +375,7 @@ def trace(
     with _eval_mode(model), _quiet():
         if method in ("auto", "export"):
             try:
-                g = _export(model, args, kwargs, dynamic)
+                g = _export(model, args, kwargs, dynamic, lower_op)
                 g.trace_seconds = time.perf_counter() - t0
                 return g
             except TraceError:

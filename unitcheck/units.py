@@ -68,6 +68,11 @@ class Unit:
         return cls(((name, 1),))
 
     @classmethod
+    def opaque(cls, name: str) -> Unit:
+        """A fresh opaque generator for the output of a violation or an unknown op at ``name``."""
+        return cls.generator(OPAQUE_PREFIX + name)
+
+    @classmethod
     def _from_sorted(cls, items: tuple[tuple[str, Fraction], ...]) -> Unit:
         obj = cls.__new__(cls)
         object.__setattr__(obj, "_items", items)

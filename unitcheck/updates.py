@@ -13,7 +13,8 @@ import torch
 from .codes import CODES
 from .declarations import as_unit
 from .diagnostics import Violation
-from .infer import UnitGraph
+from .record import unit_of
+from .unitgraph import UnitGraph
 from .units import DIMENSIONLESS, Unit
 
 __all__ = ["check_updates", "step_kind"]
@@ -33,7 +34,7 @@ def check_updates(unit_graph: UnitGraph, optimizer: torch.optim.Optimizer) -> li
     units: dict[str, Unit] = {}
     for node in unit_graph.traced.leaf_nodes():
         leaf = unit_graph.traced.leaves[node.name]
-        u = node.meta.get("unit")
+        u = unit_of(node)
         if leaf.kind == "param" and isinstance(u, Unit):
             units[leaf.name] = u
     kind = step_kind(optimizer)

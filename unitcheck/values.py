@@ -13,11 +13,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal as TLiteral
 from typing import TypeAlias
 
-from .units import DIMENSIONLESS, Unit
+from .units import Unit
 
 __all__ = ["INDEX", "POLY", "Index", "Poly", "Var", "Literal", "UnitValue", "is_poly_number"]
 
@@ -91,7 +92,6 @@ class Var:
     bound: Unit | None = None
     bound_at: str | None = None  # node name of the binding constraint
     how: str | None = None  # "combine", "pin", "nonlinear", "default"
-    members: list[Var] = field(default_factory=list)
 
     def find(self) -> Var:
         root = self
@@ -103,6 +103,27 @@ class Var:
             node.parent = root
             node = nxt
         return root
+
+    def bind(self, unit: Unit, at: str | None, how: str) -> None:
+        """Bind this variable's class to ``unit`` (``at``: the node that bound it)."""
+        root = self.find()
+        root.bound, root.bound_at, root.how = unit, at, how
+
+    @staticmethod
+    def unify(variables: Sequence[Var]) -> Var:
+        """Merge the classes of unbound variables; the first one's root represents them all."""
+        roots: list[Var] = []
+        for v in variables:
+            r = v.find()
+            if r not in roots:
+                roots.append(r)
+        head = roots[0]
+        for r in roots[1:]:
+            r.parent = head
+            head.names.extend(n for n in r.names if n not in head.names)
+            if r.kind == "param":
+                head.kind = "param"
+        return head
 
     def resolved(self) -> Unit | Var:
         root = self.find()
@@ -118,7 +139,3 @@ class Var:
 
 
 UnitValue: TypeAlias = "Unit | Index | Poly | Var | Literal | tuple[UnitValue, ...] | None"
-
-
-def dimensionless() -> Unit:
-    return DIMENSIONLESS

@@ -18,8 +18,8 @@ def _fmt(u: Any) -> str | None:
 
 
 def node_rows(ug: Any) -> list[dict[str, Any]]:
-    from ..graphs import op_name
-    from ..tracer import module_path
+    from ..fxutil import module_path, op_name
+    from ..record import record
 
     rows = []
     for n in ug.graph.nodes:
@@ -30,9 +30,9 @@ def node_rows(ug: Any) -> list[dict[str, Any]]:
             "node": n.name,
             "op": leaf.kind if leaf else op_name(n),
             "module": (leaf.name if leaf else module_path(n)),
-            "unit": _fmt(n.meta.get("unit")),
-            "grad_unit": _fmt(n.meta.get("grad_unit")),
-            "violation": n.meta.get("unit_violation"),
+            "unit": _fmt(record(n).unit),
+            "grad_unit": _fmt(record(n).grad_unit),
+            "violation": record(n).violation,
         })
     return rows
 

@@ -11,9 +11,10 @@ import torch.fx as fx
 from torch import nn
 
 from ..execute import run_graph
-from ..graphs import base_name, residual_adds
-from ..infer import UnitGraph, infer_units
-from ..tracer import module_path
+from ..fxutil import base_name
+from ..graphs import residual_adds
+from ..infer import infer_units
+from ..unitgraph import UnitGraph
 
 __all__ = ["Capture", "capture"]
 
@@ -48,7 +49,7 @@ def _leaf_values(ug: UnitGraph, grad: bool) -> dict[str, Any]:
 
 def capture(model: nn.Module, inputs: Any, grads: bool = False) -> Capture:
     ug = infer_units(model, inputs)
-    residuals = residual_adds(ug.graph, module_path)
+    residuals = residual_adds(ug.graph)
     attention = [n for n in ug.graph.nodes if base_name(n) == "scaled_dot_product_attention"]
     linears = [n for n in ug.graph.nodes if base_name(n) in _LINEAR]
     ctx = torch.enable_grad() if grads else torch.no_grad()

@@ -77,8 +77,7 @@ def linear_snr(x: torch.Tensor, w: torch.Tensor, recipe: str = "te", tokens: int
 
 
 def layer_rows(linears: list[Any], values: Any, recipe: str) -> list[dict[str, Any]]:
-    from ..graphs import base_name
-    from ..tracer import module_path
+    from ..fxutil import base_name, module_path
 
     rows = []
     for node in linears:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..tracer import module_path
+from ..fxutil import module_path
 from .capture import Capture
 
 __all__ = ["uvi_res", "uvi_attn", "kappa_scale", "primal_dual"]

@@ -10,7 +10,8 @@ __all__ = ["to_networkx", "render_dot"]
 
 
 def to_networkx(ug: Any) -> nx.DiGraph:
-    from ..graphs import op_name
+    from ..fxutil import op_name
+    from ..record import record
 
     g = nx.DiGraph()
     for n in ug.graph.nodes:
@@ -18,10 +19,10 @@ def to_networkx(ug: Any) -> nx.DiGraph:
             continue
         leaf = ug.traced.leaves.get(n.name)
         label = leaf.name if leaf else op_name(n).replace("aten.", "")
-        g.add_node(n.name, label=label, violation=n.meta.get("unit_violation") or "", leaf=bool(leaf))
+        g.add_node(n.name, label=label, violation=record(n).violation or "", leaf=bool(leaf))
         for p in n.all_input_nodes:
             if p.op != "output":
-                g.add_edge(p.name, n.name, unit=str(p.meta.get("unit")))
+                g.add_edge(p.name, n.name, unit=str(record(p).unit))
     return g
 
 

@@ -10,7 +10,7 @@ __all__ = ["render"]
 
 
 def _modules(report: Any) -> list[str]:
-    from ..tracer import module_path
+    from ..fxutil import module_path
 
     seen: dict[str, None] = {}
     for n in report.unit_graph.traced.compute_nodes():

@@ -30,10 +30,13 @@ import torch.fx as fx
 from torch import nn
 
 from ..errors import UnitcheckError
-from ..graphs import base_name, residual_adds, topo_index
-from ..infer import UnitGraph, run_inference
+from ..fxutil import base_name, module_path
+from ..graphs import residual_adds, topo_index
+from ..infer import run_inference, trace_for_inference
 from ..models.layers import canonical, orthogonal
-from ..tracer import TracedGraph, module_path, trace
+from ..record import record
+from ..tracer import TracedGraph
+from ..unitgraph import UnitGraph
 from .patterns import RewriteContext, Rule, describe, through_casts, users_through_casts
 
 __all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
@@ -74,7 +77,7 @@ class GCTResult:
 
 
 def _residuals(ctx: RewriteContext) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
-    return residual_adds(ctx.graph, module_path)
+    return residual_adds(ctx.graph)
 
 
 def _child(parent: str, path: str) -> str:
@@ -254,7 +257,7 @@ def attention(ctx: RewriteContext) -> None:
         n.kwargs = kwargs
         ctx.note("attention", describe(n), f"SDPA(C(q) * {name}, C(k), v), temperature sqrt({dh})")
     for n in ctx.graph.nodes:
-        if n.meta.get("unit_violation") == "UC201" and base_name(n) != "scaled_dot_product_attention":
+        if record(n).violation == "UC201" and base_name(n) != "scaled_dot_product_attention":
             ctx.skip(module_path(n), "explicit softmax attention is not rewritten (use fused SDPA)")
 
 
@@ -279,7 +282,7 @@ def activations(ctx: RewriteContext) -> None:
     """act(a) -> act(C(a)); for a gated MLP silu(C(a)) = C(a) sigmoid(C(a)), the normalised gate."""
     done: set[fx.Node] = set()
     for n in list(ctx.graph.nodes):
-        if n.meta.get("unit_violation") != "UC202":
+        if record(n).violation != "UC202":
             continue
         a = _pre_activation(n)
         mod = module_path(n)
@@ -299,7 +302,7 @@ def activations(ctx: RewriteContext) -> None:
 def logits(ctx: RewriteContext) -> None:
     """lm_head(h) -> gain * C(h) . C(W)^T / sqrt(d) (h is the canonical stream)."""
     for n in list(ctx.graph.nodes):
-        if n.meta.get("unit_violation") != "UC301":
+        if record(n).violation != "UC301":
             continue
         src = n.args[0]
         while isinstance(src, fx.Node) and base_name(src) in _MOVEMENT:
@@ -349,7 +352,7 @@ def _eliminate_dead(traced: TracedGraph) -> list[str]:
 def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None) -> GCTResult:
     """Trace (dynamic batch and sequence), infer units, and apply the GCT rules."""
     t0 = time.perf_counter()
-    traced = trace(model, example_inputs, dynamic=True)
+    traced = trace_for_inference(model, example_inputs, dynamic=True)
     ug: UnitGraph = run_inference(traced)
     ctx = RewriteContext(ug)
     for rule in rules or RULES:

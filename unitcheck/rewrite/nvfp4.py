@@ -11,10 +11,10 @@ import torch
 import torch.fx as fx
 
 from ..errors import UsageError
-from ..graphs import base_name
+from ..fxutil import base_name, module_path
 from ..quant.gemm import RECIPES
 from ..quant.substitute import SubstitutionReport
-from ..tracer import TracedGraph, module_path
+from ..tracer import TracedGraph
 
 __all__ = ["nvfp4_graph"]
 

@@ -16,9 +16,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..graphs import base_name
-from ..infer import UnitGraph
-from ..tracer import module_path
+from ..fxutil import base_name, module_path
+from ..unitgraph import UnitGraph
 
 __all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "TRANSPARENT", "set_attr"]
 

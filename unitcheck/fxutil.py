@@ -1,0 +1,124 @@
+"""Small facts about one FX node, spelled once: its op's name, its module, its source line, what
+its recorded value holds, and the tables of ops that only move or copy values.
+
+Everything that asks "what op is this" (rules, oracle, rewriter, diagnostics, reports) asks here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from .diagnostics import Location
+
+__all__ = [
+    "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "base_name", "op_name", "module_path", "location",
+    "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value",
+]
+
+# ops whose output equals their input (same values, same shape): casts, copies, asserts, and
+# dropout as traced in eval mode
+IDENTITY_OPS = frozenset({
+    "_to_copy", "to", "type_as", "_to_dtype", "clone", "alias", "contiguous", "detach",
+    "lift_fresh_copy", "_assert_tensor_metadata", "dropout", "float", "double", "half", "bfloat16",
+})
+# ops that rearrange elements without changing them
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select",
+    "squeeze", "unsqueeze", "flatten", "unflatten", "_reshape_alias", "view_as", "reshape_as",
+    "expand_as", "movedim", "swapaxes", "swapdims", "getitem",
+})
+MOVEMENT_OPS = IDENTITY_OPS | VIEW_OPS
+
+
+def base_name(node: fx.Node) -> str:
+    """The op's short name: ``add`` for ``aten.add.Tensor``, ``operator.add``, ``Tensor.add``."""
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t.overloadpacket.__name__)
+    if isinstance(t, str):
+        return t
+    return str(getattr(t, "__name__", t))
+
+
+def op_name(node: fx.Node) -> str:
+    """A readable, stable op name: ``aten.add.Tensor``, ``torch.nn.functional.gelu``, ``Tensor.view``."""
+    t = node.target
+    if node.op == "call_method":
+        return f"Tensor.{t}"
+    if node.op == "call_module":
+        return f"module:{t}"
+    if isinstance(t, torch._ops.OpOverload):
+        return str(t)
+    mod = getattr(t, "__module__", None) or ""
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
+    if mod in ("_operator", "operator"):
+        return f"operator.{name}"
+    return f"{mod}.{name}" if mod else str(name)
+
+
+def module_path(node: fx.Node) -> str:
+    """Qualified name of the innermost module the node was recorded in ('' for the root)."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path = str(list(stack.values())[-1][0])
+    # strict export / dynamo spell paths as L['self'].h[0].attn; normalise to h.0.attn
+    path = re.sub(r"^L\['self'\]\.?", "", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\['([^']+)'\]", r".\1", path)
+    return path.strip(".")
+
+
+# -- source locations -------------------------------------------------------------------------
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_BUNDLED_MODELS = os.path.join(_OWN_DIR, "models") + os.sep  # where a non-editable install puts them
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n]+)\n(?P<code>[^\n]*)')
+
+
+def user_frame(file: str) -> bool:
+    """A frame in the user's code: not torch, not unitcheck (but the bundled models are user code)."""
+    if file.startswith(_BUNDLED_MODELS):
+        return True
+    return not (file.startswith(_TORCH_DIR) or file.startswith(_OWN_DIR) or file.startswith("<"))
+
+
+def frames_from_text(text: str) -> list[tuple[str, int, str]]:
+    """(file, line, code) of every frame in a formatted stack trace."""
+    return [(m["file"], int(m["line"]), m["code"].strip()) for m in _FRAME.finditer(text + "\n")]
+
+
+def location(node: fx.Node) -> Location | None:
+    """The innermost frame of the node's stack trace that lies in the user's code."""
+    text = node.meta.get("stack_trace")
+    if text:
+        for file, line, code in reversed(frames_from_text(text)):
+            if user_frame(file):
+                return Location(file, line, code)
+    return None
+
+
+# -- recorded values --------------------------------------------------------------------------
+
+
+def float_tensors(x: Any) -> list[torch.Tensor]:
+    """The floating-point tensors in a (nested) value, in order."""
+    return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def has_float(x: Any) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in pytree.tree_leaves(x))
+
+
+def is_index_value(x: Any) -> bool:
+    """Integer or boolean data (tensors or Python/symbolic numbers): index-kind, never rescaled."""
+    if isinstance(x, torch.Tensor):
+        return not (x.is_floating_point() or x.is_complex())
+    return isinstance(x, (int, bool, torch.SymInt, torch.SymBool))
