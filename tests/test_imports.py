@@ -95,3 +95,25 @@ def test_no_import_cycles() -> None:
     assert "unitcheck.rules.linear" in graph and "unitcheck.infer" in graph
     found = cycles(graph)
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_library_stands_alone() -> None:
+    """Linting imports neither the NVFP4 quantiser nor the reference models' layers; a rewrite's
+    generated code imports the library's canonicaliser, not the bundled models."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, unitcheck\n"
+        "from torch import nn\n"
+        "m = nn.Sequential(nn.Linear(4, 4), nn.GELU(), nn.Linear(4, 2))\n"
+        "unitcheck.lint(m, torch.randn(3, 4))\n"
+        "print(sorted(k for k in sys.modules if k.startswith(('unitcheck.quant', 'unitcheck.models'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    from unitcheck.models import build
+    from unitcheck.rewrite.api import rewrite
+
+    source = rewrite(*build("gpt", n_layer=1)).source
+    assert "from unitcheck.canonical import" in source and "unitcheck.models" not in source

@@ -28,7 +28,7 @@ class UVIMonitor:
         self.above = 0
 
     def measure(self) -> dict[str, Any]:
-        from ..execute import run_graph
+        from ..oracle.interp import leaf_values, run_graph
 
         was = self.model.training
         self.model.eval()
@@ -37,9 +37,7 @@ class UVIMonitor:
                 self.cap = capture(self.model, self.inputs)
             else:
                 with torch.no_grad():
-                    leaves = {k: v.value.detach() if isinstance(v.value, torch.Tensor) else v.value
-                              for k, v in self.cap.ug.traced.leaves.items()}
-                    self.cap.values = run_graph(self.cap.ug.traced, leaves)
+                    self.cap.values = run_graph(self.cap.ug.traced, leaf_values(self.cap.ug.traced))
         finally:
             self.model.train(was)
         res = [abs(r["uvi"]) for r in uvi_res(self.cap)]

@@ -29,11 +29,11 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import base_name, module_path
 from ..graphs import residual_adds, topo_index
 from ..infer import run_inference, trace_for_inference
-from ..models.layers import canonical, orthogonal
 from ..record import record
 from ..tracer import TracedGraph
 from ..unitgraph import UnitGraph

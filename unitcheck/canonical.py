@@ -1,0 +1,78 @@
+"""The gauge-canonical building blocks of seed 000 as library functions: the canonicaliser C and
+the orthogonal projection P_perp, each with a hand-written backward pass.
+
+The GCT rewrite inserts calls to these functions and every generated ``model.py`` imports them,
+so they live in the library, not in the reference models (which import them from here).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["CANONICAL_EPS", "canonical", "orthogonal"]
+
+CANONICAL_EPS = 1e-6
+"""The canonicaliser's floor eps_x, shared by models/gct and the GCT rewrite."""
+
+
+class _Canonical(torch.autograd.Function):
+    """C with a hand-written backward: dx = r (g - y <g, y> / d), two passes over memory instead
+    of the half-dozen autograd spends on the decomposed formula (GCT applies C 7 times a layer)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        d = x.size(-1)
+        r = torch.rsqrt(torch.linalg.vector_norm(x, dim=-1, keepdim=True).square() / d + eps)
+        y = x * r
+        ctx.save_for_backward(y, r)
+        return y
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
+        y, r = ctx.saved_tensors
+        dot = torch.linalg.vecdot(g, y, dim=-1).unsqueeze(-1) / y.size(-1)
+        return torch.addcmul(g, y, dot, value=-1.0) * r, None
+
+
+def _tracing() -> bool:
+    fx_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing", None)
+    return bool(torch.compiler.is_compiling() or torch.compiler.is_exporting()
+                or (fx_tracing is not None and fx_tracing()))
+
+
+def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
+    """C(x) = x / sqrt(RMS(x)^2 + eps) over the last dimension: dimensionless for any unit of x.
+
+    Traced graphs see RMSNorm without a gain (the same function); eager training with autograd
+    uses the fused backward."""
+    if not _tracing() and x.requires_grad:
+        return _Canonical.apply(x, eps)  # type: ignore[no-any-return]
+    return F.rms_norm(x, (x.size(-1),), eps=eps)
+
+
+class _Orthogonal(torch.autograd.Function):
+    """P_perp_h a with a hand-written backward (c = <a,h>/<h,h>, t = <g,h>/<h,h>):
+    d/da = g - t h,  d/dh = -c g - t (a - 2 c h)."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        n = torch.linalg.vecdot(h, h, dim=-1).unsqueeze(-1)
+        c = torch.linalg.vecdot(a, h, dim=-1).unsqueeze(-1) / n
+        ctx.save_for_backward(a, h, c, n)
+        return torch.addcmul(a, c, h, value=-1.0)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def,override]
+        a, h, c, n = ctx.saved_tensors
+        t = torch.linalg.vecdot(g, h, dim=-1).unsqueeze(-1) / n
+        ga = torch.addcmul(g, t, h, value=-1.0)
+        gh = torch.addcmul(-c * g, t, torch.addcmul(a, c, h, value=-2.0), value=-1.0)
+        return ga, gh
+
+
+def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """P_perp_h a = a - <a, h> / ||h||^2 h, per token: the update's component off the stream."""
+    if not _tracing() and (a.requires_grad or h.requires_grad):
+        return _Orthogonal.apply(a, h)  # type: ignore[no-any-return]
+    return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h

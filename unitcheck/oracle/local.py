@@ -1,0 +1,166 @@
+"""Local mode: every node re-run alone on its recorded inputs, each rescaled by the character of
+its own unit (opaque generators included), so every node is judged, even downstream of a
+violation. A node the rules call consistent must give ``out' = chi_u(g) out``; a node the rules
+call a violation must break the identity (its ratio ``out'/out`` varies across elements; for a
+scalar, ``r(g^2) != r(g)^2``)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.fx.node import map_arg
+from torch.utils import _pytree as pytree
+
+from ..fxutil import float_tensors, op_name
+from ..record import record, unit_of
+from ..unitgraph import UnitGraph
+from ..units import Unit
+from .compare import close, compare_tree, ratio_varies, rounding_bounds
+from .interp import call_node, draw, floor_factor_args, scale, seeded
+from .result import Disagreement, OracleResult
+
+__all__ = ["local_mode", "run_alone", "agrees"]
+
+Env = Mapping[fx.Node, Any]
+_CALLS = ("call_function", "call_method", "call_module")
+
+
+def run_alone(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | None,
+              convert: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any:
+    """The node on its recorded inputs (rescaled by g); ``convert`` maps every float input."""
+    def value(n: fx.Node) -> Any:
+        v = env[n]
+        v = scale(v, unit_of(n), g) if g is not None else v
+        return convert(v) if convert is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
+
+    args = map_arg(node.args, value)
+    kwargs = map_arg(node.kwargs, value)
+    if g is not None:
+        args, kwargs = floor_factor_args(node, args, kwargs, lambda u: u.character(g))  # type: ignore[arg-type]
+    with seeded(), torch.no_grad():
+        return call_node(ug.traced.gm, node, args, kwargs)  # type: ignore[arg-type]
+
+
+def agrees(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | None,
+           actual: Any, expected: Any) -> tuple[bool, str]:
+    """The node's outputs against the law, with a second look after a mismatch: is it float64
+    rounding of a value that is zero in exact arithmetic? (``env`` rescaled by ``g`` gives the
+    node's inputs in the run that produced ``actual``.)"""
+    ok, why = compare_tree(actual, expected)
+    if not ok and node.op in _CALLS:
+        floor = rounding_bounds(actual, lambda convert: run_alone(ug, node, env, g, convert=convert))
+        if floor is not None and compare_tree(actual, expected, atol=floor)[0]:
+            return True, ""
+    return ok, why
+
+
+def _fmt(unit: Any) -> str:
+    return str(unit) if isinstance(unit, Unit) else repr(unit)
+
+
+def local_mode(ug: UnitGraph, env: Env, res: OracleResult, rng: random.Random) -> None:
+    gens = ug.generators()
+    g1 = draw(gens, rng)
+    g2 = {k: v * v for k, v in g1.items()}
+    for node in ug.graph.nodes:
+        if node.op not in _CALLS:
+            continue
+        rec = record(node)
+        if not float_tensors(env.get(node)):
+            if rec.violation:
+                _confirm_index(ug, node, env, res, g1)
+            continue
+        res.float_nodes += 1
+        if rec.violation:
+            _confirm(ug, node, env, res, g1, g2)
+            continue
+        if rec.unknown:
+            res.unchecked.append(node.name)
+            continue
+        res.checked += 1
+        base = run_alone(ug, node, env, None)
+        scaled = run_alone(ug, node, env, g1)
+        ok, why = agrees(ug, node, env, g1, scaled, scale(base, rec.unit, g1))
+        if ok:
+            res.agreed += 1
+        else:
+            res.disagreements.append(Disagreement("local", node.name, op_name(node), _fmt(rec.unit), why))
+        if rec.interface:
+            _confirm_interface(node, base, scaled, res)
+
+
+def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2: Mapping[str, float]) -> bool:
+    """Does the draw break the equivariance identity at ``node`` on the inputs in ``env``?"""
+    base = float_tensors(run_alone(ug, node, env, None))
+    s1 = float_tensors(run_alone(ug, node, env, g1))
+    s2: list[torch.Tensor] | None = None
+    for i, (b, a) in enumerate(zip(base, s1)):
+        if b.numel() == 1:
+            s2 = s2 if s2 is not None else float_tensors(run_alone(ug, node, env, g2))
+            r1, r2 = float(a) / float(b), float(s2[i]) / float(b)
+            if abs(r2 - r1 * r1) > 1e-6 * max(abs(r1 * r1), 1e-300):
+                return True
+        elif ratio_varies(a, b):
+            return True
+    return False
+
+
+def _fresh_inputs(node: fx.Node, env: Env, seed: int) -> dict[fx.Node, Any]:
+    """The recorded inputs with every float tensor replaced by an independent Gaussian draw."""
+    g = torch.Generator().manual_seed(seed)
+    out = dict(env)
+    for p in node.all_input_nodes:
+        v = env.get(p)
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            out[p] = torch.randn(v.shape, generator=g, dtype=v.dtype)
+    return out
+
+
+def _confirm(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult,
+             g1: Mapping[str, float], g2: Mapping[str, float]) -> None:
+    """A violation must break the identity. The recorded inputs are the first witness; when they
+    happen to hide it (an input that is an exact multiple of another, a branch never taken), an
+    identity is refuted by any input, so independent Gaussian inputs of the same shapes are the
+    second."""
+    res.violations += 1
+    if _refuted(ug, node, env, g1, g2) or _refuted(ug, node, _fresh_inputs(node, env, 99), g1, g2):
+        res.confirmed += 1
+        return
+    res.disagreements.append(
+        Disagreement("violation", node.name, op_name(node), record(node).violation or "",
+                     "reported as a violation but the node is equivariant under the draw")
+    )
+
+
+def _confirm_interface(node: fx.Node, base: Any, scaled: Any, res: OracleResult) -> None:
+    """A loss that is not dimensionless: its value must change under the draw (L' != L)."""
+    res.violations += 1
+    b, a = float_tensors(base), float_tensors(scaled)
+    if b and a and not close(a[0], b[0])[0]:
+        res.confirmed += 1
+    else:
+        res.disagreements.append(Disagreement("violation", node.name, op_name(node),
+                                              record(node).interface or "",
+                                              "the loss is invariant under the draw"))
+
+
+def _confirm_index(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult, g1: Mapping[str, float]) -> None:
+    res.violations += 1
+    base = run_alone(ug, node, env, None)
+    scaled = run_alone(ug, node, env, g1)
+    differs = any(
+        not torch.equal(a, b)
+        for a, b in zip(pytree.tree_leaves(scaled), pytree.tree_leaves(base))
+        if isinstance(a, torch.Tensor)
+    )
+    if differs:
+        res.confirmed += 1
+    else:
+        res.disagreements.append(
+            Disagreement("violation", node.name, op_name(node), record(node).violation or "",
+                         "index output unchanged under the draw")
+        )
