@@ -42,20 +42,6 @@ def first(ctx: RuleContext) -> UnitValue:
     return ctx.u(ctx.arg(0, "input", ctx.kwargs.get("self")))
 
 
-def as_unit_or_index(v: UnitValue) -> UnitValue:
-    if isinstance(v, Literal):
-        return DIMENSIONLESS
-    if isinstance(v, Poly):
-        return v
-    if v is None:
-        return INDEX
-    return v
-
-
-def is_index(v: UnitValue) -> bool:
-    return isinstance(v, Index)
-
-
 def product(ctx: RuleContext, factors: list[Any], powers: list[int] | None = None) -> UnitValue:
     """u = prod u(f_i)^p_i. A literal factor is dimensionless and leaves a weight variable
     unbound; a tensor factor pins every variable among the factors (SPEC 2)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Code", "CODES", "Severity", "get"]
+__all__ = ["Code", "CODES", "Severity"]
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -389,10 +389,3 @@ Replace data-dependent branches by `torch.where` or `torch.cond`.
 ]
 
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}
-
-
-def get(code: str) -> Code:
-    try:
-        return CODES[code.upper()]
-    except KeyError:
-        raise KeyError(f"unknown rule code {code!r}; `unitcheck rules` lists them") from None

@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 from .diagnostics import Location
 
 __all__ = [
-    "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "base_name", "op_name", "module_path", "location",
+    "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
     "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value",
 ]
 
@@ -34,6 +34,11 @@ VIEW_OPS = frozenset({
     "expand_as", "movedim", "swapaxes", "swapdims", "getitem",
 })
 MOVEMENT_OPS = IDENTITY_OPS | VIEW_OPS
+
+_aten = torch.ops.aten
+# Exported graphs bake in the strides a kernel produced while tracing; eager kernels (under
+# autograd, in other dtypes) may lay outputs out differently, so traced views run as reshapes
+RUN_VIEW_AS = {_aten.view.default: _aten.reshape.default, _aten._unsafe_view.default: _aten.reshape.default}
 
 
 def base_name(node: fx.Node) -> str:

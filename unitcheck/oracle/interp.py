@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from ..fxutil import RUN_VIEW_AS
 from ..record import record
 from ..tracer import TracedGraph
 from ..units import Unit
@@ -29,10 +30,6 @@ __all__ = [
     "leaf_values", "scale", "draw", "seeded",
 ]
 
-_aten = torch.ops.aten
-# Exported graphs bake in the strides a kernel produced while tracing; eager kernels chosen under
-# autograd may lay outputs out differently, so views run as reshapes (same values, maybe a copy).
-_RUN_AS = {_aten.view.default: _aten.reshape.default, _aten._unsafe_view.default: _aten.reshape.default}
 
 Factor = Callable[[Unit], float]
 
@@ -62,7 +59,7 @@ def scale(value: Any, unit: Any, g: Mapping[str, float]) -> Any:
 
 def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if node.op == "call_function":
-        target: Any = _RUN_AS.get(node.target, node.target)  # type: ignore[call-overload]
+        target: Any = RUN_VIEW_AS.get(node.target, node.target)  # type: ignore[call-overload]
         return target(*args, **kwargs)
     if node.op == "call_method":
         obj, *rest = args

@@ -8,7 +8,6 @@ maps to ``disable_rht=True`` with per-tensor scaling left on (reported).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import torch
@@ -80,8 +79,3 @@ def autocast(recipe: str) -> Any:
     if ctx is not None:
         return ctx(enabled=True, recipe=rec)
     return te.fp8_autocast(enabled=True, fp8_recipe=rec)  # older TE
-
-
-@contextlib.contextmanager
-def no_autocast() -> Any:
-    yield

@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ..fxutil import RUN_VIEW_AS
 from ..tracer import TracedGraph
 from .patterns import set_attr
 
@@ -53,14 +54,8 @@ def _as_module_graph(traced: TracedGraph) -> tuple[fx.Graph, nn.Module, list[str
             if not _has(root, str(node.target)):
                 set_attr(root, str(node.target), value if isinstance(value, nn.Parameter) else value.detach().clone())
         env[node] = copy = graph.node_copy(node, lambda n: env[n])
-        if copy.target in _VIEWS:
-            # export records views that relied on the traced kernels' strides; a reshape has the
-            # same values and stays valid whatever layout eager kernels produce
-            copy.target = torch.ops.aten.reshape.default
+        copy.target = RUN_VIEW_AS.get(copy.target, copy.target)  # type: ignore[call-overload]
     return graph, root, inputs
-
-
-_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
 
 
 def _has(root: nn.Module, name: str) -> bool:

@@ -31,7 +31,7 @@ from torch import nn
 
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
-from ..fxutil import base_name, module_path
+from ..fxutil import MOVEMENT_OPS, base_name, module_path
 from ..graphs import residual_adds, topo_index
 from ..infer import run_inference, trace_for_inference
 from ..record import record
@@ -45,12 +45,6 @@ aten = torch.ops.aten
 _NORMS = {"layer_norm", "rms_norm", "group_norm", "native_layer_norm"}
 _ELEMENTWISE = {"mul", "add", "sub", "div", "pow", "tanh", "neg", "_to_copy", "clone", "alias",
                 "erf", "sigmoid", "exp", "rsqrt", "sqrt", "view", "reshape", "expand"}
-
-
-# ops between the head and the loss (casts, the causal shift, flattening) that move values only
-_MOVEMENT = {"view", "reshape", "_to_copy", "to", "contiguous", "clone", "_unsafe_view", "slice",
-             "select", "permute", "transpose", "alias", "squeeze", "unsqueeze", "flatten", "expand",
-             "type_as", "float"}
 
 
 class RewriteError(UnitcheckError, ValueError):
@@ -305,7 +299,7 @@ def logits(ctx: RewriteContext) -> None:
         if record(n).violation != "UC301":
             continue
         src = n.args[0]
-        while isinstance(src, fx.Node) and base_name(src) in _MOVEMENT:
+        while isinstance(src, fx.Node) and base_name(src) in MOVEMENT_OPS:
             src = src.args[0]
         if not isinstance(src, fx.Node) or base_name(src) not in ("linear", "matmul", "mm"):
             ctx.skip(module_path(n), "the logits are not a linear projection of the stream")

@@ -11,7 +11,7 @@ import torch
 import torch.fx as fx
 
 from ..errors import UsageError
-from ..fxutil import base_name, module_path
+from ..fxutil import MOVEMENT_OPS, base_name, module_path
 from ..quant.gemm import RECIPES
 from ..quant.substitute import SubstitutionReport
 from ..tracer import TracedGraph
@@ -19,7 +19,7 @@ from ..tracer import TracedGraph
 __all__ = ["nvfp4_graph"]
 
 aten = torch.ops.aten
-_WEIGHT_PATH = {"t", "permute", "transpose", "view", "_to_copy", "clone", "alias", "contiguous", "canonical"}
+_WEIGHT_PATH = MOVEMENT_OPS | {"canonical"}  # how a weight may reach a GEMM operand
 
 
 def _weight_leaf(node: object, traced: TracedGraph) -> str | None:

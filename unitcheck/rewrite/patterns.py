@@ -16,14 +16,11 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..fxutil import base_name, module_path
+from ..fxutil import IDENTITY_OPS, base_name, module_path
 from ..unitgraph import UnitGraph
 
-__all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "TRANSPARENT", "set_attr"]
+__all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "set_attr"]
 
-# unit- and value-preserving bookkeeping a pattern may look through
-TRANSPARENT = {"_to_copy", "to", "clone", "alias", "contiguous", "_assert_tensor_metadata",
-               "type_as", "dropout", "detach"}
 
 
 @dataclass
@@ -77,17 +74,6 @@ class RewriteContext:
                 node.meta[key] = src.meta[key]
         return node
 
-    def chain(self, after: fx.Node, like: fx.Node, *steps: tuple[Any, tuple[Any, ...]]) -> fx.Node:
-        """Insert a straight chain of calls after ``after``; ``None`` in args is the previous node."""
-        prev = after
-        out = after
-        for target, args in steps:
-            real = tuple(prev if a is None else a for a in args)
-            out = self.call(target, real, after=prev, like=like)
-            prev = out
-        return out
-
-
 Rule = Callable[[RewriteContext], None]
 
 
@@ -109,14 +95,14 @@ def set_attr(root: nn.Module, qualified: str, value: torch.Tensor) -> None:
 
 def through_casts(node: fx.Node) -> fx.Node:
     """The value a chain of casts/copies/asserts forwards (first argument)."""
-    while base_name(node) in TRANSPARENT and node.args and isinstance(node.args[0], fx.Node):
+    while base_name(node) in IDENTITY_OPS and node.args and isinstance(node.args[0], fx.Node):
         node = node.args[0]
     return node
 
 
 def users_through_casts(node: fx.Node) -> Iterable[fx.Node]:
     for u in list(node.users):
-        if base_name(u) in TRANSPARENT and u.args and u.args[0] is node:
+        if base_name(u) in IDENTITY_OPS and u.args and u.args[0] is node:
             yield from users_through_casts(u)
         else:
             yield u

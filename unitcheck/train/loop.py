@@ -114,10 +114,6 @@ def evaluate(model: nn.Module, corpus: Corpus, cfg: TrainConfig, device: torch.d
     return d.mean(total / cfg.eval_batches)
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
-
 def _truncate_metrics(path: str, last_step: int) -> None:
     if not os.path.exists(path):
         return
