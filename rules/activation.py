@@ -40,10 +40,11 @@ def native_dropout(ctx: RuleContext) -> UnitValue:
     return (first(ctx), INDEX)
 
 
-@rule(ops("sign", "sgn"), funcs(torch.sign, torch.sgn), method("sign"))
+@rule(ops("sign", "sgn", "angle"), funcs(torch.sign, torch.sgn, torch.angle), method("sign", "angle"))
 def sign(ctx: RuleContext) -> UnitValue:
     """
-    What it does: ``sign(x)`` is homogeneous of degree 0: dimensionless for any unit of x.
+    What it does: ``sign(x)`` (and a complex number's ``angle``) is homogeneous of degree 0:
+    dimensionless for any unit of x.
     Why it matters: it is invariant under positive rescaling.
     Example: ``torch.sign(g)`` in sign-SGD.
     Fix: none.
@@ -113,3 +114,17 @@ def transcendental(ctx: RuleContext) -> UnitValue:
     if name in ("floor", "ceil", "round", "trunc") and isinstance(ctx.u(ctx.args[0]), Index):
         return INDEX
     return nonlinear(ctx, tensors or [ctx.args[0]], "UC204", name)
+
+
+@rule(ops("polar"), funcs(torch.polar))
+def polar(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``polar(r, theta) = r e^(i theta)`` has u(r) and needs a dimensionless angle
+    (UC204).
+    Why it matters: complex rotary embeddings build their rotations this way.
+    Example: ``torch.polar(torch.ones_like(freqs), freqs)``.
+    Fix: make the angle a pure number.
+    """
+    r = first(ctx)
+    theta = nonlinear(ctx, [ctx.arg(1, "angle")], "UC204", "polar angle")
+    return r if theta == DIMENSIONLESS else theta

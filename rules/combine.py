@@ -10,7 +10,7 @@ import torch.fx as fx
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
-from unitcheck.values import INDEX, POLY, UnitValue
+from unitcheck.values import INDEX, POLY, Literal, UnitValue
 
 from ._util import funcs, ops
 
@@ -37,15 +37,15 @@ def add(ctx: RuleContext) -> UnitValue:
 
 
 @rule(ops("where", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod", "copysign",
-          "masked_fill", "copy", "slice_scatter", "select_scatter", "diagonal_scatter",
+          "masked_fill", "slice_scatter", "select_scatter", "diagonal_scatter",
           "as_strided_scatter", "index_put", "_unsafe_index_put", "index_copy", "index_fill",
           "scatter", "scatter_add", "scatter_reduce", "index_add", "index_reduce", "masked_scatter",
-          "fill", "hypot", "nextafter", "heaviside"),
+          "hypot", "nextafter", "heaviside"),
       funcs(torch.where, torch.maximum, torch.minimum, torch.fmax, torch.fmin, torch.remainder,
             torch.fmod, torch.masked_fill, torch.scatter, torch.scatter_add, torch.index_add,
             torch.hypot, operator.mod),
       method("masked_fill", "masked_fill_", "where", "maximum", "minimum", "remainder", "fmod",
-             "scatter", "scatter_add", "index_add", "index_put", "index_fill", "copy_", "fill_"))
+             "scatter", "scatter_add", "index_add", "index_put", "index_fill"))
 def same_unit(ctx: RuleContext) -> UnitValue:
     """
     What it does: requires every data operand (not conditions, masks or indices) to have one
@@ -81,8 +81,22 @@ _SKIP: dict[str, tuple[int, ...]] = {
     "scatter_add": (1, 2),
     "scatter_reduce": (1, 2, 4, 5),
     "masked_scatter": (1,),
-    "fill": (),
 }
+
+
+@rule(ops("copy", "fill.Tensor"), method("copy_", "fill_"))
+def overwrite(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``copy(self, src)`` and ``fill(self, value)`` have the unit of what is written:
+    the old values of ``self`` are gone.
+    Why it matters: slice assignment (``out[:, :d] = a``) lowers to a copy into a slice of the
+    target; the mismatch, if any, is where the slice goes back (``slice_scatter``).
+    Example: ``buf.copy_(x)`` has u(x).
+    Fix: none.
+    """
+    src = ctx.arg(1, "src", ctx.kwargs.get("value"))
+    v = ctx.u(src)
+    return DIMENSIONLESS if isinstance(v, Literal) and not v.is_poly else (POLY if isinstance(v, Literal) else v)
 
 
 @rule(ops("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack"),
@@ -150,6 +164,17 @@ def compare(ctx: RuleContext) -> UnitValue:
         ctx.violation("UC103", f"comparison of a tensor of unit {res.unit} with the literal "
                       f"{res.bad_literal:g}", {"tensor": res.unit, "literal": DIMENSIONLESS})
     return INDEX
+
+
+@rule(ops("complex"), funcs(torch.complex))
+def complex_(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``complex(re, im)`` needs one unit for both parts; the result has it.
+    Why it matters: a complex number whose parts scale differently has no unit.
+    Example: ``torch.complex(x[..., 0], x[..., 1])``.
+    Fix: bring both parts to one unit.
+    """
+    return ctx.same_unit([ctx.args[0], ctx.args[1]], "complex")
 
 
 @rule(ops("atan2", "arctan2"), funcs(torch.atan2))

@@ -139,3 +139,16 @@ def conv(ctx: RuleContext) -> UnitValue:
         return with_bias(ctx, out, ctx.arg(3, "bias"), "bilinear")
     out = product(ctx, [ctx.args[0], ctx.arg(1, "weight")])
     return with_bias(ctx, out, ctx.arg(2, "bias"), "convolution")
+
+
+@rule(ops("_grouped_mm"), funcs(getattr(F, "grouped_mm", None)), "transformers::grouped_mm_fallback")
+def grouped_mm(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a grouped matrix product (one weight per expert, tokens sorted by expert) has
+    unit u(x) · p:W, like ``linear``; an optional bias takes that unit.
+    Why it matters: mixture-of-experts layers run every expert's GEMM through it.
+    Example: ``torch.ops.transformers.grouped_mm_fallback(x, self.experts.gate_up_proj, offs)``.
+    Fix: none.
+    """
+    out = product(ctx, [ctx.args[0], ctx.arg(1, "mat2", ctx.kwargs.get("weight"))])
+    return with_bias(ctx, out, ctx.arg(3, "bias"), "grouped_mm")

@@ -109,7 +109,7 @@ def batch_norm(ctx: RuleContext) -> UnitValue:
     else:
         weight, bias = ctx.arg(1, "weight"), ctx.arg(2, "bias")
         rm, rv = ctx.arg(3, "running_mean"), ctx.arg(4, "running_var")
-        eps_index = len(ctx.args) - 1 if isinstance(ctx.args[-1], float) else "eps"
+        eps_index = "eps"  # positional or keyword: the oracle finds it by the op's schema
     u = ctx.u(x)
     if rm is not None and isinstance(u, Unit):
         _bind_stat(ctx, rm, u)

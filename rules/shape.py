@@ -23,7 +23,7 @@ _MOVE_OPS = ops(
     "unsqueeze_copy", "view_copy", "permute_copy", "expand_copy", "t_copy", "transpose_copy",
     "select_copy", "slice_copy", "alias_copy", "repeat_interleave.self_Tensor", "take_along_dim",
     "masked_select", "_reshape_alias", "im2col", "col2im", "diag", "resolve_conj", "resolve_neg",
-    "real", "swapaxes", "swapdims", "moveaxis", "tile", "broadcast_to", "atleast_1d",
+    "real", "imag", "view_as_real", "view_as_complex", "swapaxes", "swapdims", "moveaxis", "tile", "broadcast_to", "atleast_1d",
     "atleast_2d", "atleast_3d", "nan_to_num", "_conj", "flatten_dense_tensors",
 )
 _MOVE_FUNCS = funcs(
@@ -31,6 +31,7 @@ _MOVE_FUNCS = funcs(
     torch.flip, torch.roll, torch.narrow, torch.gather, torch.index_select, torch.clone,
     torch.tril, torch.triu, torch.movedim, torch.diagonal, torch.t, torch.repeat_interleave,
     torch.take_along_dim, torch.masked_select, torch.swapaxes, torch.broadcast_to, torch.tile,
+    torch.view_as_real, torch.view_as_complex, torch.real, torch.imag,
     torch.nn.functional.pixel_shuffle, torch.nn.functional.pixel_unshuffle,
     torch.nn.functional.dropout, torch.nn.functional.dropout1d, torch.nn.functional.dropout2d,
     torch.nn.functional.dropout3d, torch.nn.functional.alpha_dropout,

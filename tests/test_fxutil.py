@@ -6,8 +6,8 @@ import operator
 
 import torch
 import torch.fx as fx
-
 import unitcheck.rules  # noqa: F401  (registers the built-in rules)
+
 from unitcheck import registry
 from unitcheck.fxutil import IDENTITY_OPS, MOVEMENT_OPS, VIEW_OPS, base_name, op_name
 from unitcheck.units import Unit

@@ -113,6 +113,7 @@ def test_the_library_stands_alone() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     from unitcheck.models import build
+
     from unitcheck.rewrite.api import rewrite
 
     source = rewrite(*build("gpt", n_layer=1)).source

@@ -113,13 +113,17 @@ def location(node: fx.Node) -> Location | None:
 # -- recorded values --------------------------------------------------------------------------
 
 
+def _valued(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
 def float_tensors(x: Any) -> list[torch.Tensor]:
-    """The floating-point tensors in a (nested) value, in order."""
-    return [t for t in pytree.tree_leaves(x) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    """The float and complex tensors in a (nested) value, in order: what carries a unit."""
+    return [t for t in pytree.tree_leaves(x) if _valued(t)]
 
 
 def has_float(x: Any) -> bool:
-    return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in pytree.tree_leaves(x))
+    return any(_valued(t) for t in pytree.tree_leaves(x))
 
 
 def is_index_value(x: Any) -> bool:

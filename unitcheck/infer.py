@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,7 @@ class UnitPropagation:
         self._vars: dict[str, Var] = {}
         self._units: dict[fx.Node, UnitValue] = {}
         self._found: dict[fx.Node, _Findings] = {}
+        self._consumed: list[tuple[Violation, tuple[UnitValue, ...]]] = []
 
     # -- the Engine interface -------------------------------------------------------------
     def unit(self, node: fx.Node) -> UnitValue:
@@ -104,7 +105,7 @@ class UnitPropagation:
         message: str,
         units: dict[str, Unit],
         fix: str | None,
-        consumed: set[str] | None = None,
+        consumed: Iterable[UnitValue] = (),
         role: str = "",
     ) -> None:
         info = CODES[code]
@@ -117,8 +118,9 @@ class UnitPropagation:
             units=units,
             fix=fix or info.fix,
             location=location(node),
-            extra={"consumed": sorted(consumed or ()), "role": role},
+            extra={"consumed": [], "role": role},
         )
+        self._consumed.append((v, tuple(consumed)))
         if info.severity == "info":
             self.notes.append(v)
             return
@@ -173,6 +175,8 @@ class UnitPropagation:
             self.notes.append(Violation("UC903", note, "", "", "", {}, CODES["UC903"].fix))
         units = {n: _finalise(u) for n, u in self._units.items()}
         loss_node, loss_unit = self._loss(units)
+        for v, values in self._consumed:  # variables bound after the violation count as bound
+            v.extra["consumed"] = sorted({g for u in values for g in _generators(_finalise(u))})
         self._store(units, loss_unit)
         return UnitGraph(
             traced=self.traced,
@@ -201,7 +205,10 @@ class UnitPropagation:
                 return True
             name = op_name(node)
             self.unknown[name] += 1
-            self.report(node, "UC901", f"no unit rule for {name}; its output gets an opaque scale", {}, None)
+            # what flows into an op nobody knows is consumed: its scaling is not known to be kept
+            inputs = [self._units.get(p) for p in node.all_input_nodes]
+            self.report(node, "UC901", f"no unit rule for {name}; its output gets an opaque scale", {},
+                        None, consumed=inputs)
             self._units[node] = _opaque_like(val, node.name)
             return False
         try:
@@ -227,7 +234,7 @@ class UnitPropagation:
                     if not unit.is_dimensionless and not unit.is_opaque:
                         self.report(
                             out, "UC302", f"the loss has unit {unit}; it must be dimensionless",
-                            {"loss": unit}, None, consumed=set(unit.generators()), role="loss",
+                            {"loss": unit}, None, consumed=[unit], role="loss",
                         )
                     return out, unit
         return None, None
@@ -275,6 +282,14 @@ def _finalise(v: UnitValue) -> UnitValue:
     return v
 
 
+def _generators(v: UnitValue) -> set[str]:
+    if isinstance(v, Unit):
+        return set(v.generators())
+    if isinstance(v, tuple):
+        return {g for x in v for g in _generators(x)}
+    return set()
+
+
 def _index_override(value: UnitValue, val: Any) -> UnitValue:
     """Integer/bool outputs are index-kind whatever the rule computed (one dtype-based rule)."""
     if isinstance(val, (list, tuple)):
@@ -290,7 +305,7 @@ def _index_override(value: UnitValue, val: Any) -> UnitValue:
 def _opaque_like(val: Any, name: str) -> UnitValue:
     if isinstance(val, (list, tuple)):
         return tuple(_opaque_like(v, f"{name}.{i}") for i, v in enumerate(val))
-    if isinstance(val, torch.Tensor) and val.is_floating_point():
+    if isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex()):
         return Unit.opaque(name)
     return INDEX
 

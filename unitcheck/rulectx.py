@@ -33,7 +33,7 @@ class Engine(Protocol):
     def unit(self, node: fx.Node) -> UnitValue: ...
 
     def report(self, node: fx.Node, code: str, message: str, units: dict[str, Unit],
-               fix: str | None, consumed: set[str] | None = None, role: str = "") -> None: ...
+               fix: str | None, consumed: Iterable[UnitValue] = (), role: str = "") -> None: ...
 
     def add_floor(self, node: fx.Node, floor: Floor) -> bool: ...
 
@@ -175,6 +175,9 @@ class RuleContext:
                     self.bind(root, target, "combine")
                 elif root.bound != target:
                     return Combined(None, mismatch=[*concrete, (var, root.bound)])
+        elif variables and literals and not any_poly:
+            # a literal is dimensionless: adding one to a parameter binds it so (1 + w)
+            target = self.bind(self.unify(variables), DIMENSIONLESS)
         elif variables:
             target = self.unify(variables)
         elif literals:
@@ -206,14 +209,11 @@ class RuleContext:
         role: str = "",
     ) -> Unit:
         """Record a violation at this node; the node's output gets an opaque generator.
-        ``consumed``: values whose generators the violation consumes besides ``units`` (for
-        the fingerprint)."""
+        ``consumed``: values whose generators the violation consumes besides ``units`` (for the
+        fingerprint); a parameter variable still unbound counts with the unit it ends up with."""
         shown = {k: u for k, u in units.items() if isinstance(u, Unit)}
-        gens: set[str] = set()
-        for u in (*units.values(), *consumed):
-            if isinstance(u, Unit):
-                gens.update(u.generators())
-        self.engine.report(self.node, code, message, shown, fix, consumed=gens, role=role)
+        self.engine.report(self.node, code, message, shown, fix,
+                           consumed=(*units.values(), *consumed), role=role)
         return self.opaque()
 
     def floor(self, where: int | str | Literal, source: Any, power: int = 1, note: bool = True) -> None:

@@ -132,6 +132,11 @@ class Var:
     def generator_name(self) -> str:
         return "p:" + "&".join(self.find().names)
 
+    def __str__(self) -> str:
+        """What a message shows: the generator the parameter gets unless a constraint binds it."""
+        root = self.find()
+        return str(root.bound) if root.bound is not None else root.generator_name()
+
     def __repr__(self) -> str:
         root = self.find()
         state = f"={root.bound}" if root.bound is not None else ""

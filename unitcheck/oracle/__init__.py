@@ -29,9 +29,9 @@ from torch.utils import _pytree as pytree
 from ..infer import infer_units
 from ..unitgraph import UnitGraph
 from .compare import RTOL, close
-from .fingerprint import fingerprint_graph
+from .fingerprint import fingerprint_checked, fingerprint_graph
 from .global_ import global_mode, scaled_leaves
-from .interp import draw, run_graph, seeded
+from .interp import draw, is_value, run_graph, seeded
 from .local import local_mode
 from .result import Disagreement, FingerprintRow, OracleError, OracleResult
 
@@ -42,8 +42,8 @@ __all__ = [
 
 
 def _to64(x: Any) -> Any:
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        return x.detach().to(torch.float64)
+    if is_value(x):
+        return x.detach().to(torch.complex128 if x.is_complex() else torch.float64)
     return x
 
 
@@ -104,12 +104,13 @@ def verify_graph(
     res = OracleResult()
     if "local" in modes:
         with seeded(), torch.no_grad():
-            env = run_graph(ug.traced, scaled_leaves(ug, None))
+            env = run_graph(ug.traced, scaled_leaves(ug, None), high=True)
         local_mode(ug, env, res, rng)
     if "global" in modes:
         global_mode(ug, res, rng)
     if with_fingerprint:
-        res.fingerprint = fingerprint_graph(ug)
+        res.fingerprint, bad = fingerprint_checked(ug)
+        res.disagreements.extend(bad)
     return res
 
 

@@ -1,46 +1,109 @@
 """The radial fingerprint (seed 000, Prop. 6): for each generator g, the loss's rate along "scale
-every leaf W by c^(u_g(W))" is ~0 exactly when the static pass calls g a gauge direction (the
-loss unit does not involve g and no violating op consumed a value whose unit involves g)."""
+every leaf W by c^(u_g(W)), and every numerical floor by the character of its unit" is ~0 exactly
+when the static pass calls g a gauge direction (the loss unit does not involve g and no violating
+or unknown op consumed a value whose unit involves g).
+
+The rate D_g L is measured three ways, in float64 end to end:
+
+- *backprop*: sum_W u_g(W) <W, grad_W L> (exact), plus the floors' share, a central difference
+  in the floors alone (they are tiny, so their share is small and smooth);
+- *jvp*: forward-mode AD along the leaves' scaling direction, which must equal the backprop sum;
+- *finite difference*: a central difference along the whole direction, leaves and floors.
+
+The first is the measurement; the other two cross-check it, and a disagreement between methods
+is reported, not resolved. Gauge means |D_g L| below 1e-7 of the generator's total sensitivity
+sum_W |u_g(W)| ||W|| ||grad_W L||, plus the rounding of the loss itself.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as fwad
 import torch.fx as fx
 
-from ..record import unit_of
+from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
 from .global_ import scaled_leaves
 from .interp import run_graph, run_with_grads, scale, seeded
-from .result import FingerprintRow, OracleError
+from .result import Disagreement, FingerprintRow, OracleError
 
-__all__ = ["fingerprint_graph"]
+__all__ = ["fingerprint_graph", "fingerprint_checked"]
 
-
-def _loss_along(ug: UnitGraph, leaves: dict[str, Any], gen: str, members: list[tuple[str, float]], c: float) -> float:
-    """The loss with every leaf carrying ``gen`` (and every floor) rescaled by c^exponent."""
-    gmap = {gen: c}
-    vals = dict(leaves)
-    for name, _ in members:
-        vals[name] = scale(leaves[name], unit_of(ug.node(name)), gmap)
-    with seeded(), torch.no_grad():
-        out = run_graph(ug.traced, vals, floor_factor=lambda u: u.character(gmap))
-    assert ug.loss_node is not None
-    return float(out[ug.loss_node])
+EPS64 = torch.finfo(torch.float64).eps
 
 
 def _consumed(ug: UnitGraph) -> set[str]:
-    """Generators that some violation consumed (their direction reaches the loss non-trivially)."""
+    """Generators that some violation or unknown op consumed: their direction reaches the loss
+    through an op that is not equivariant (or not known to be)."""
     out: set[str] = set()
     for v in ug.violations:
-        if v.rule != "UC901":
-            out.update(v.extra.get("consumed", ()))
+        out.update(v.extra.get("consumed", ()))
     return out
 
 
-def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -> list[FingerprintRow]:
+def _floor_generators(ug: UnitGraph) -> set[str]:
+    gens: set[str] = set()
+    for n in ug.graph.nodes:
+        for f in record(n).floors:
+            u = f.unit()
+            if u is not None:
+                gens.update(u.generators())
+    return gens
+
+
+def _loss(ug: UnitGraph, leaves: Mapping[str, Any], floors: Mapping[str, float] | None) -> float:
+    assert ug.loss_node is not None
+    factor = (lambda u: u.character(floors)) if floors is not None else None
+    with seeded(), torch.no_grad():
+        return float(run_graph(ug.traced, leaves, factor, high=True)[ug.loss_node])
+
+
+def _along(ug: UnitGraph, leaves: dict[str, Any], members: list[tuple[str, float]], gen: str, c: float,
+           move_leaves: bool = True) -> float:
+    """The loss with the floors (and, with ``move_leaves``, every leaf carrying ``gen``) rescaled
+    by c^exponent."""
+    gmap = {gen: c}
+    vals = dict(leaves)
+    if move_leaves:
+        for name, _ in members:
+            vals[name] = scale(leaves[name], unit_of(ug.node(name)), gmap)
+    return _loss(ug, vals, gmap)
+
+
+def _forward_ad_ok(ug: UnitGraph) -> bool:
+    """Forward-mode AD is trusted through ATen ops (they raise when they lack it); a custom op
+    (a library's autograd.Function behind torch.ops) may silently drop tangents."""
+    for n in ug.graph.nodes:
+        t = n.target
+        if n.op == "call_module" or (isinstance(t, torch._ops.OpOverload) and t.namespace not in ("aten", "prims")):
+            return False
+    return True
+
+
+def _jvp(ug: UnitGraph, leaves: dict[str, Any], members: list[tuple[str, float]]) -> float | None:
+    """d/dt L(W e^(t u_g(W))) at t = 0 by forward-mode AD; None where an op has no forward
+    derivative."""
+    assert ug.loss_node is not None
+    try:
+        with fwad.dual_level(), seeded():
+            vals = dict(leaves)
+            for name, ex in members:
+                vals[name] = fwad.make_dual(leaves[name], ex * leaves[name])
+            out = run_graph(ug.traced, vals, high=True)[ug.loss_node]
+            tangent = fwad.unpack_dual(out).tangent
+        return float(tangent) if tangent is not None else 0.0
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, threshold: float = 1e-7
+                        ) -> tuple[list[FingerprintRow], list[Disagreement]]:
+    """Rows per generator, and the generators whose measurement methods disagree."""
     loss_node = ug.loss_node
     if loss_node is None:
         raise OracleError("the radial fingerprint needs a model that returns a scalar loss")
@@ -50,9 +113,14 @@ def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -
     def loss(env: dict[fx.Node, Any]) -> torch.Tensor:
         return env[loss_node]  # type: ignore[no-any-return]
 
-    run = run_with_grads(ug.traced, leaves, loss, wrt=leaf_nodes)
+    run = run_with_grads(ug.traced, leaves, loss, wrt=leaf_nodes, high=True)
+    if run.objective is None:
+        raise OracleError("the model's loss does not depend on any float leaf")
+    base = float(run.objective)
     grads = {leaf_nodes[n]: gr for n, gr in run.grads.items() if n in leaf_nodes}
     consumed = _consumed(ug)
+    floored = _floor_generators(ug)
+    forward_ad = _forward_ad_ok(ug)
     loss_gens = set(ug.loss_unit.generators()) if isinstance(ug.loss_unit, Unit) else set()
     by_gen: dict[str, list[tuple[str, float]]] = {}
     for name, v in leaves.items():
@@ -63,10 +131,9 @@ def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -
             if not Unit.generator(gen).is_opaque:
                 by_gen.setdefault(gen, []).append((name, float(e)))
     rows: list[FingerprintRow] = []
+    bad: list[Disagreement] = []
     for gen, members in sorted(by_gen.items()):
-        rate = (_loss_along(ug, leaves, gen, members, 1 + h) - _loss_along(ug, leaves, gen, members, 1 - h)) / (2 * h)
-        denom = 0.0
-        radial = 0.0
+        denom = radial = 0.0
         for name, ex in members:
             gr = grads.get(name)
             if gr is None:
@@ -74,15 +141,40 @@ def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -
             w = leaves[name]
             denom += abs(ex) * float(w.norm()) * float(gr.norm())
             radial += ex * float((w * gr).sum())
-        denom = denom if denom > 0 else 1e-300
-        rows.append(
-            FingerprintRow(
-                generator=gen,
-                leaves=[ug.traced.leaves[n].name for n, _ in members],
-                predicted_gauge=gen not in loss_gens and gen not in consumed,
-                measured=abs(rate) / denom,
-                weights_only=abs(radial) / denom,
-                threshold=threshold,
-            )
+        floors = 0.0
+        if gen in floored:
+            floors = (_along(ug, leaves, members, gen, 1 + h_floor, False)
+                      - _along(ug, leaves, members, gen, 1 - h_floor, False)) / (2 * h_floor)
+        rate = radial + floors
+        fd = (_along(ug, leaves, members, gen, 1 + h) - _along(ug, leaves, members, gen, 1 - h)) / (2 * h)
+        jvp = _jvp(ug, leaves, members) if forward_ad else None
+        # rounding of the measured rate: the loss's own float64 rounding through the floors'
+        # difference quotient, and the backprop sum's
+        noise = (64 * EPS64 * abs(base) / h_floor if gen in floored else 0.0) + 1e-12 * denom
+        scale_ = denom if denom > 0 else 1e-300
+        methods = {"backprop": radial, "floors": floors, "finite_difference": fd}
+        agree = abs(fd - rate) <= 1e-5 * (abs(rate) + denom) + 1e-9 * abs(base)
+        if jvp is not None:
+            methods["jvp"] = jvp
+            agree = agree and abs(jvp - radial) <= 1e-8 * (denom + abs(radial)) + 1e-12 * abs(base)
+        row = FingerprintRow(
+            generator=gen,
+            leaves=[ug.traced.leaves[n].name for n, _ in members],
+            predicted_gauge=gen not in loss_gens and gen not in consumed,
+            measured=abs(rate) / scale_,
+            weights_only=abs(radial) / scale_,
+            threshold=threshold + noise / scale_,
+            rate=rate,
+            methods=methods,
+            methods_agree=agree and all(math.isfinite(v) for v in methods.values()),
         )
-    return rows
+        rows.append(row)
+        if not row.methods_agree:
+            shown = ", ".join(f"{k} {v:.6g}" for k, v in methods.items())
+            bad.append(Disagreement("fingerprint", gen, "D_g L", gen,
+                                    f"measurement methods disagree ({shown}; D_g L = {rate:.6g})"))
+    return rows, bad
+
+
+def fingerprint_graph(ug: UnitGraph, h: float = 1e-4, threshold: float = 1e-7) -> list[FingerprintRow]:
+    return fingerprint_checked(ug, h=h, threshold=threshold)[0]

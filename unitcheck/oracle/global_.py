@@ -18,7 +18,7 @@ from ..unitgraph import UnitGraph
 from ..units import Unit
 from ..values import Poly
 from .compare import close, rounding_noise
-from .interp import GradRun, draw, leaf_values, run_with_grads, scale
+from .interp import GradRun, draw, is_value, leaf_values, run_with_grads, scale
 from .local import agrees
 from .result import Disagreement, OracleError, OracleResult
 
@@ -27,7 +27,7 @@ __all__ = ["global_mode", "scaled_leaves"]
 
 def scaled_leaves(ug: UnitGraph, g: Mapping[str, float] | None) -> dict[str, Any]:
     """Leaf values in float64, each rescaled by the character of its unit under ``g``."""
-    leaves = leaf_values(ug.traced, torch.float64)
+    leaves = leaf_values(ug.traced, high=True)
     if g is not None:
         for name, v in leaves.items():
             leaves[name] = scale(v, unit_of(ug.node(name)), g)
@@ -88,7 +88,7 @@ def _run(ug: UnitGraph, g: Mapping[str, float] | None, probe: torch.Tensor | Non
         return (out * r).sum()
 
     factor = (lambda u: u.character(g)) if g is not None else None
-    run = run_with_grads(ug.traced, scaled_leaves(ug, g), objective, factor)
+    run = run_with_grads(ug.traced, scaled_leaves(ug, g), objective, factor, high=True)
     return run, scale_box[0]
 
 
@@ -107,6 +107,7 @@ def global_mode(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
         probe_unit = u.inverse() if isinstance(u, Unit) else None
     base, base_scale = _run(ug, None, probe, probe_unit)
     scaled, scaled_scale = _run(ug, g, probe, probe_unit)
+    res.raised_casts = base.raised
     loss_unit = ug.loss_unit if loss_node is not None else Unit()
     upstream = _upstream_violation(ug)
     end = loss_node if loss_node is not None else _first_output(ug)
@@ -123,7 +124,7 @@ def global_mode(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
         rec = record(node)
         unit = _checkable(rec.unit)
         value = base.env.get(node)
-        if unit is not None and isinstance(value, torch.Tensor) and value.is_floating_point():
+        if unit is not None and is_value(value):
             res.global_checked += 1
             ok, why = agrees(ug, node, scaled.env, None, scaled.env[node], value * unit.character(g))
             if ok:

@@ -14,7 +14,7 @@ import inspect
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import torch.fx as fx
@@ -27,11 +27,88 @@ from ..values import Literal
 
 __all__ = [
     "ScaledInterpreter", "GradRun", "call_node", "floor_factor_args", "run_graph", "run_with_grads",
-    "leaf_values", "scale", "draw", "seeded",
+    "leaf_values", "scale", "draw", "seeded", "is_value", "high_precision_args", "default_dtype",
 ]
 
 
 Factor = Callable[[Unit], float]
+_aten = torch.ops.aten
+
+# casts to these, recorded at trace time, stay at full precision in oracle runs
+_HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+         torch.complex32: torch.complex128, torch.complex64: torch.complex128}
+_LOW_PRECISION_METHODS = {"float": "double", "half": "double", "bfloat16": "double"}
+
+
+def _copy(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """``aten.copy``'s value (src broadcast into self's shape and dtype), differentiable in src:
+    eager autograd has no derivative for the functional op that slice assignment lowers to."""
+    return src.to(self.dtype).expand_as(self).clone()
+
+
+def _eval_batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                     mean: torch.Tensor, var: torch.Tensor, momentum: float, eps: float
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eval-mode batch norm written out, differentiable in the running statistics too (a
+    generator's direction rescales them with the activations they normalise)."""
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    y = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    empty = x.new_zeros(0)
+    return y, empty, empty
+
+
+def _native_batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                       mean: torch.Tensor | None, var: torch.Tensor | None, training: bool,
+                       momentum: float, eps: float) -> Any:
+    if training or mean is None or var is None:
+        return _aten.native_batch_norm.default(x, weight, bias, mean, var, training, momentum, eps)
+    return _eval_batch_norm(x, weight, bias, mean, var, momentum, eps)
+
+
+def _batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                mean: torch.Tensor | None, var: torch.Tensor | None, training: bool, momentum: float,
+                eps: float, cudnn_enabled: bool = False) -> torch.Tensor:
+    if training or mean is None or var is None:
+        return _aten.batch_norm.default(x, weight, bias, mean, var, training, momentum, eps, cudnn_enabled)
+    return _eval_batch_norm(x, weight, bias, mean, var, momentum, eps)[0]
+
+
+# ops run as an equivalent with the same values: views as reshapes, copy as a differentiable copy,
+# eval-mode batch norm as its formula
+_RUN_AS: dict[Any, Callable[..., Any]] = {
+    **RUN_VIEW_AS, _aten.copy.default: _copy,
+    _aten._native_batch_norm_legit_no_training.default: _eval_batch_norm,
+    _aten.native_batch_norm.default: _native_batch_norm,
+    _aten.batch_norm.default: _batch_norm,
+}
+
+
+def _promote(x: Any) -> tuple[Any, bool]:
+    """Every lower-precision float or complex dtype in an argument tree, raised to 64 bits."""
+    if isinstance(x, torch.dtype):
+        return (_HIGH[x], True) if x in _HIGH else (x, False)
+    if isinstance(x, (list, tuple)):
+        items = [_promote(v) for v in x]
+        return type(x)(v for v, _ in items), any(c for _, c in items)
+    if isinstance(x, dict):
+        pairs = {k: _promote(v) for k, v in x.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
+    return x, False
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Factories without a dtype (``torch.randn(shape)``) make ``dtype`` inside the block."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 @contextlib.contextmanager
@@ -52,18 +129,41 @@ def scale(value: Any, unit: Any, g: Mapping[str, float]) -> Any:
     """``value`` times the character of its unit (elementwise through tuples)."""
     if isinstance(value, (tuple, list)) and isinstance(unit, tuple):
         return type(value)(scale(v, u, g) for v, u in zip(value, unit))
-    if isinstance(value, torch.Tensor) and value.is_floating_point() and isinstance(unit, Unit):
+    if is_value(value) and isinstance(unit, Unit):
         return value * unit.character(g)
     return value
 
 
-def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def is_value(x: Any) -> TypeGuard[torch.Tensor]:
+    """A float or complex tensor: what units describe and the oracle rescales."""
+    return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+
+
+def high_precision_args(node: fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]
+                        ) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
+    """The node's arguments with every recorded cast to a lower-precision float raised to 64 bits
+    (``.float()``, ``.to(torch.float32)``, ``dtype=`` of factories and constants), so no step of
+    an oracle run loses the float64 measurement. Returns whether anything was raised."""
+    new_args, ca = _promote(args)
+    new_kwargs, ck = _promote(kwargs)
+    return new_args, new_kwargs, ca or ck
+
+
+def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any],
+              high: bool = False) -> Any:
+    """Run one node; ``high``: an oracle run, where metadata assertions of the traced dtypes are
+    skipped and lower-precision methods (``.float()``) keep float64."""
     if node.op == "call_function":
-        target: Any = RUN_VIEW_AS.get(node.target, node.target)  # type: ignore[call-overload]
+        if high and node.target is _aten._assert_tensor_metadata.default:
+            return None
+        target: Any = _RUN_AS.get(node.target, node.target)  # type: ignore[call-overload]
         return target(*args, **kwargs)
     if node.op == "call_method":
         obj, *rest = args
-        return getattr(obj, str(node.target))(*rest, **kwargs)
+        name = str(node.target)
+        if high and is_value(obj):
+            name = _LOW_PRECISION_METHODS.get(name, name)
+        return getattr(obj, name)(*rest, **kwargs)
     if node.op == "call_module":
         return gm.get_submodule(str(node.target))(*args, **kwargs)
     raise ValueError(f"cannot call node {node.format_node()}")
@@ -116,34 +216,44 @@ def floor_factor_args(
                     value = kwargs_d.get(name, default)
                     if isinstance(value, (int, float)):
                         kwargs_d[name] = float(value) * f
-        else:
+        else:  # by name: positional when the call passed it so, else a keyword or its default
+            schema = getattr(node.target, "_schema", None)
+            names = [a.name for a in getattr(schema, "arguments", [])]
+            i = names.index(where) if where in names else len(args_l)
+            if i < len(args_l):
+                if isinstance(args_l[i], (int, float)) and not isinstance(args_l[i], bool):
+                    args_l[i] = float(args_l[i]) * f
+                continue
             value = kwargs_d.get(where)
-            if value is None:
-                schema = getattr(node.target, "_schema", None)
-                for a in getattr(schema, "arguments", []):
-                    if a.name == where:
-                        value = a.default_value
+            if value is None and schema is not None:
+                value = schema.arguments[i].default_value if i < len(names) else None
             if isinstance(value, (int, float)):
                 kwargs_d[where] = float(value) * f
     return tuple(args_l), kwargs_d
 
 
 class ScaledInterpreter(fx.Interpreter):
-    """Runs a traced graph on given leaf values, floors rescaled by ``floor_factor``.
+    """Runs a traced graph on given leaf values, floors rescaled by ``floor_factor``; with
+    ``high=True`` (oracle runs) every cast stays at float64 and the nodes where a recorded
+    lower precision was raised are listed in ``raised``.
 
-    >>> env = ScaledInterpreter(traced, leaf_values(traced, torch.float64)).run_all()  # doctest: +SKIP
-    >>> env[traced.graph.find_nodes(op="call_function")[0]].dtype                       # doctest: +SKIP
-    torch.float64
+    >>> env = ScaledInterpreter(traced, leaf_values(traced, torch.float64), high=True).run_all()  # doctest: +SKIP
+    >>> {v.dtype for v in env.values() if is_value(v)}                                          # doctest: +SKIP
+    {torch.float64}
     """
 
-    def __init__(self, traced: TracedGraph, leaves: Mapping[str, Any], floor_factor: Factor | None = None) -> None:
+    def __init__(self, traced: TracedGraph, leaves: Mapping[str, Any], floor_factor: Factor | None = None,
+                 high: bool = False) -> None:
         super().__init__(traced.gm, garbage_collect_values=False)
         self.leaves = leaves
         self.floor_factor = floor_factor
+        self.high = high
+        self.raised: list[str] = []
 
     def run_all(self) -> dict[fx.Node, Any]:
         """Every node's value (the output node's too)."""
-        self.run(enable_io_processing=False)
+        with default_dtype(torch.float64) if self.high else contextlib.nullcontext():
+            self.run(enable_io_processing=False)
         return self.env
 
     def run_node(self, n: fx.Node) -> Any:
@@ -156,22 +266,27 @@ class ScaledInterpreter(fx.Interpreter):
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         if self.floor_factor is not None:
             args, kwargs = floor_factor_args(n, args, kwargs, self.floor_factor)
-        return call_node(self.module, n, args, kwargs)  # type: ignore[arg-type]
+        if self.high:
+            args, kwargs, raised = high_precision_args(n, args, kwargs)  # type: ignore[arg-type]
+            if raised:
+                self.raised.append(n.name)
+        return call_node(self.module, n, args, kwargs, self.high)  # type: ignore[arg-type]
 
 
-def run_graph(traced: TracedGraph, leaves: Mapping[str, Any], floor_factor: Factor | None = None) -> dict[fx.Node, Any]:
-    return ScaledInterpreter(traced, leaves, floor_factor).run_all()
+def run_graph(traced: TracedGraph, leaves: Mapping[str, Any], floor_factor: Factor | None = None,
+              high: bool = False) -> dict[fx.Node, Any]:
+    return ScaledInterpreter(traced, leaves, floor_factor, high).run_all()
 
 
-def leaf_values(traced: TracedGraph, dtype: torch.dtype | None = None) -> dict[str, Any]:
-    """Every leaf's value, detached; floating tensors cast to ``dtype`` when given."""
+def leaf_values(traced: TracedGraph, high: bool = False) -> dict[str, Any]:
+    """Every leaf's value, detached; with ``high``, float and complex tensors at 64 bits."""
     out: dict[str, Any] = {}
     for name, leaf in traced.leaves.items():
         v = leaf.value
         if isinstance(v, torch.Tensor):
             v = v.detach()
-            if dtype is not None and v.is_floating_point():
-                v = v.to(dtype)
+            if high and v.dtype in _HIGH:
+                v = v.to(_HIGH[v.dtype])
         out[name] = v
     return out
 
@@ -181,6 +296,7 @@ class GradRun:
     env: dict[fx.Node, Any]  # every node's value
     grads: dict[fx.Node, torch.Tensor]  # d objective / d value, for every float node it reaches
     objective: torch.Tensor | None
+    raised: list[str]  # nodes whose recorded lower-precision cast was kept at float64
 
 
 def run_with_grads(
@@ -189,22 +305,24 @@ def run_with_grads(
     objective: Callable[[dict[fx.Node, Any]], torch.Tensor | None],
     floor_factor: Factor | None = None,
     wrt: Iterable[fx.Node] | None = None,
+    high: bool = False,
 ) -> GradRun:
     """Run with every float leaf requiring grad, then differentiate ``objective(env)`` (a scalar
     built from the values, e.g. the loss node's) with respect to every float node (or the nodes
     in ``wrt``)."""
     req: dict[str, Any] = {}
     for k, v in leaves.items():
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
+        if is_value(v):
             v = v.detach().clone().requires_grad_(True)
         req[k] = v
+    interp = ScaledInterpreter(traced, req, floor_factor, high)
     with torch.enable_grad(), seeded():
-        env = run_graph(traced, req, floor_factor)
+        env = interp.run_all()
         obj = objective(env)
     if obj is None or not obj.requires_grad:
-        return GradRun(env, {}, obj)
+        return GradRun(env, {}, obj, interp.raised)
     wanted = set(wrt) if wrt is not None else None
     nodes = [n for n, v in env.items() if n.op != "output" and (wanted is None or n in wanted)
-             and isinstance(v, torch.Tensor) and v.is_floating_point() and v.requires_grad]
+             and is_value(v) and v.requires_grad]
     grads = torch.autograd.grad(obj, [env[n] for n in nodes], allow_unused=True)
-    return GradRun(env, {n: g for n, g in zip(nodes, grads) if g is not None}, obj)
+    return GradRun(env, {n: g for n, g in zip(nodes, grads) if g is not None}, obj, interp.raised)

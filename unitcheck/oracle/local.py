@@ -20,7 +20,16 @@ from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
 from .compare import close, compare_tree, ratio_varies, rounding_bounds
-from .interp import call_node, draw, floor_factor_args, scale, seeded
+from .interp import (
+    call_node,
+    default_dtype,
+    draw,
+    floor_factor_args,
+    high_precision_args,
+    is_value,
+    scale,
+    seeded,
+)
 from .result import Disagreement, OracleResult
 
 __all__ = ["local_mode", "run_alone", "agrees"]
@@ -41,8 +50,11 @@ def run_alone(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | N
     kwargs = map_arg(node.kwargs, value)
     if g is not None:
         args, kwargs = floor_factor_args(node, args, kwargs, lambda u: u.character(g))  # type: ignore[arg-type]
-    with seeded(), torch.no_grad():
-        return call_node(ug.traced.gm, node, args, kwargs)  # type: ignore[arg-type]
+    high = convert is None  # the float32 rerun of the rounding check keeps its precision
+    if high:
+        args, kwargs, _ = high_precision_args(node, args, kwargs)  # type: ignore[arg-type]
+    with seeded(), torch.no_grad(), default_dtype(torch.float64 if high else torch.float32):
+        return call_node(ug.traced.gm, node, args, kwargs, high)  # type: ignore[arg-type]
 
 
 def agrees(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | None,
@@ -115,7 +127,7 @@ def _fresh_inputs(node: fx.Node, env: Env, seed: int) -> dict[fx.Node, Any]:
     out = dict(env)
     for p in node.all_input_nodes:
         v = env.get(p)
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
+        if is_value(v):
             out[p] = torch.randn(v.shape, generator=g, dtype=v.dtype)
     return out
 

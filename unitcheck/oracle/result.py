@@ -33,7 +33,10 @@ class FingerprintRow:
     predicted_gauge: bool
     measured: float  # |D_g L| / sum_W |u_g(W)| ||W|| ||grad_W L||, floors carried
     weights_only: float  # the same with sum_W u_g(W) <W, grad_W L> (no floors), as in the paper
-    threshold: float
+    threshold: float  # 1e-7 plus the measurement's own rounding, in the same ratio
+    rate: float = 0.0  # D_g L itself
+    methods: dict[str, float] = field(default_factory=dict)  # backprop, floors, jvp, finite_difference
+    methods_agree: bool = True
 
     @property
     def measured_gauge(self) -> bool:
@@ -53,6 +56,9 @@ class FingerprintRow:
             "threshold": self.threshold,
             "measured_gauge": self.measured_gauge,
             "match": self.match,
+            "rate": self.rate,
+            "methods": self.methods,
+            "methods_agree": self.methods_agree,
         }
 
 
@@ -68,6 +74,7 @@ class OracleResult:
     grad_agreed: int = 0
     float_nodes: int = 0
     unchecked: list[str] = field(default_factory=list)
+    raised_casts: list[str] = field(default_factory=list)  # casts to a lower precision kept at float64
     disagreements: list[Disagreement] = field(default_factory=list)
     fingerprint: list[FingerprintRow] | None = None
 
@@ -92,6 +99,7 @@ class OracleResult:
             "confirmed": self.confirmed,
             "float_nodes": self.float_nodes,
             "unchecked": self.unchecked,
+            "raised_casts": self.raised_casts,
             "global": {"checked": self.global_checked, "agreed": self.global_agreed},
             "gradients": {"checked": self.grad_checked, "agreed": self.grad_agreed},
         }

@@ -1,0 +1,226 @@
+"""What real models do inside forward, each once, as the smallest model that does it: the oracle
+must measure it in float64 end to end, without an internal error, and agree with the engine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from unitcheck import lint, oracle
+
+
+def _verified(model: nn.Module, inputs: object, fingerprint: bool = True) -> oracle.OracleResult:
+    res = oracle.verify(model, inputs, with_fingerprint=fingerprint)
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.checked == res.agreed > 0
+    return res
+
+
+class CastsToFloat32(nn.Module):
+    """Hugging Face style: an RMSNorm that upcasts, a head whose logits are cast with .float()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(8, 16, bias=False)
+        self.norm = nn.Parameter(torch.ones(16))
+        self.head = nn.Linear(16, 5, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.up(x).to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm
+        logits = self.head(h).float()
+        return F.cross_entropy(logits, y)
+
+
+def test_casts_to_float32_keep_the_fingerprint_in_float64() -> None:
+    res = _verified(CastsToFloat32(), (torch.randn(6, 8), torch.randint(0, 5, (6,))))
+    assert res.raised_casts, "the float32 casts were not raised"
+    head = next(r for r in res.fingerprint or [] if "head" in r.generator)
+    # the head's weight moves the (unitful) logits: a real, measurable rate, not a float32 zero
+    assert not head.predicted_gauge and head.measured > 1e-3 and head.match
+    assert head.methods_agree and set(head.methods) >= {"backprop", "finite_difference", "jvp"}
+
+
+class OffsetGain(nn.Module):
+    """Gemma-style norm: x / rms(x) * (1 + w)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.w = nn.Parameter(torch.zeros(8))
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + self.w)
+        return F.cross_entropy(self.out(h), y)
+
+
+def test_a_unit_offset_gain_is_dimensionless() -> None:
+    model, inputs = OffsetGain(), (torch.randn(4, 8), torch.randint(0, 3, (4,)))
+    report = lint(model, inputs)
+    assert "UC103" not in {v.rule for v in report.violations}
+    assert all("Var(" not in v.message for v in report.violations)
+    res = _verified(model, inputs)
+    assert not any(r.generator == "p:w" for r in res.fingerprint or [])  # w is a pure number
+
+
+@torch.library.custom_op("unitcheck_test::blackbox", mutates_args=())
+def blackbox(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x @ w)
+
+
+@blackbox.register_fake
+def _(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[0], w.shape[1])
+
+
+def _bb_backward(ctx, g):  # type: ignore[no-untyped-def]
+    x, w = ctx.saved_tensors
+    d = g * (1 - torch.tanh(x @ w) ** 2)
+    return d @ w.T, x.T @ d
+
+
+blackbox.register_autograd(_bb_backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(*inputs))
+
+
+class Unknown(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre = nn.Linear(6, 6, bias=False)
+        self.w = nn.Parameter(torch.randn(6, 6) * 0.3)
+        self.norm = nn.LayerNorm(6)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = blackbox(self.norm(self.pre(x)), self.w)
+        return F.cross_entropy(self.out(h), y)
+
+
+def test_an_op_with_no_rule_consumes_its_inputs_generators() -> None:
+    model, inputs = Unknown(), (torch.randn(5, 6), torch.randint(0, 2, (5,)))
+    assert "UC901" in {v.rule for v in lint(model, inputs).violations}
+    res = oracle.verify(model, inputs, with_fingerprint=True)
+    rows = {r.generator: r for r in res.fingerprint or []}
+    # w reaches the loss only through the op nobody knows: not gauge, and measured so
+    assert not rows["p:w"].predicted_gauge and rows["p:w"].match
+    assert all(r.match for r in rows.values())
+
+
+class EvalBatchNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.bn(self.conv(x))).mean((2, 3))
+        return F.cross_entropy(self.head(h), y)
+
+
+def test_eval_mode_batch_norm() -> None:
+    model = EvalBatchNorm()
+    with torch.no_grad():  # running statistics that are not the identity
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    _verified(model.eval(), (torch.randn(2, 3, 8, 8), torch.randint(0, 2, (2,))))
+
+
+class Float32Constant(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        scale = torch.tensor([0.5, 1.0, 2.0, 4.0], dtype=torch.float32).to(h.dtype)  # DeBERTa-v2
+        eye = torch.ones(4, dtype=torch.float32)
+        return (h * scale + 0 * eye).sum(-1)
+
+
+def test_float32_constants_built_in_forward() -> None:
+    _verified(Float32Constant(), torch.randn(3, 4), fingerprint=False)
+
+
+class SliceAssign(nn.Module):
+    """DeepSeek-style: a new tensor filled by slice assignment."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 3, bias=False)
+        self.b = nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.a(x), self.b(x)
+        out = a.new_zeros(x.shape[0], 6)
+        out[:, :3] = a
+        out[:, 3:] = b * 2
+        return out
+
+
+def test_slice_assignment_into_a_new_tensor() -> None:
+    res = oracle.verify(SliceAssign(), torch.randn(2, 4))
+    assert res.violations == res.confirmed == 1  # a's and b's scales meet in one tensor
+    assert res.checked == res.agreed and res.global_checked == res.global_agreed
+
+
+class EmptyPart(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        empty = h[:, :0]  # a zero-width slice, as padding code makes
+        h = torch.cat([h, empty * 3], dim=-1)
+        return F.mse_loss(h / h.norm(dim=-1, keepdim=True), y / y.norm(dim=-1, keepdim=True))
+
+
+def test_empty_tensors() -> None:
+    res = _verified(EmptyPart(), (torch.randn(3, 4), torch.randn(3, 4)))
+    assert res.grad_checked == res.grad_agreed > 0
+
+
+class ComplexRotary(nn.Module):
+    """Llama-1 style rotary embedding through complex numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8, bias=False)
+        self.k = nn.Linear(8, 8, bias=False)
+        freqs = torch.outer(torch.arange(5.0), 1.0 / 10000 ** (torch.arange(0, 8, 2) / 8))
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(freqs), freqs), persistent=False)
+
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * self.freqs_cis).flatten(-2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self.rotate(self.q(x)), self.rotate(self.k(x))
+        return (q * k).sum(-1)
+
+
+def test_complex_rotary_embeddings() -> None:
+    model, x = ComplexRotary(), torch.randn(2, 5, 8)
+    assert lint(model, x).coverage == 1.0
+    res = _verified(model, x, fingerprint=False)
+    assert res.global_checked == res.global_agreed > 0
+
+
+class IntegerOutputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h = self.fc(x)
+        return h.sum(-1), h.argmax(-1), h > 0
+
+
+@pytest.mark.parametrize("model_cls, inputs", [(IntegerOutputs, (torch.randn(3, 4),))])
+def test_integer_and_bool_outputs(model_cls: type[nn.Module], inputs: tuple[torch.Tensor, ...]) -> None:
+    res = oracle.verify(model_cls(), inputs)
+    assert res.ok and res.checked == res.agreed > 0
