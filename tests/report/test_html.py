@@ -167,3 +167,12 @@ def test_pages_render_in_headless_chromium(which: str, request, tmp_path) -> Non
     if which == "llama32" and os.environ.get("UNITCHECK_UPDATE_FIGURES") == "1":
         FIGURES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(png, FIGURES / png.name)
+
+
+def test_ci_example_uploads_the_html_report() -> None:
+    yaml = pytest.importorskip("yaml")
+    steps = yaml.safe_load((ROOT / "examples" / "ci" / "unitcheck.yml").read_text())["jobs"]["units"]["steps"]
+    made = [m[1] for s in steps if (m := re.search(r"--format html --output (\S+)", s.get("run", "")))]
+    uploaded = [s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert made and made == uploaded
+    assert all(s.get("if") == "always()" for s in steps if "--format html" in s.get("run", ""))

@@ -17,7 +17,7 @@ from .group import layer_index
 
 __all__ = ["layer_rule_counts", "render_svg"]
 
-_LOW = (254, 226, 226)  # one finding
+_LOW = (250, 170, 170)  # one finding: clearly apart from an empty cell
 _HIGH = (153, 27, 27)  # the busiest cell
 _EMPTY = "#f1f3f5"
 _LABEL_W = 64
@@ -52,7 +52,8 @@ def render_svg(violations: Sequence[Violation], anchors: Mapping[tuple[str, int 
     if any(i is None for _, i in counts):
         columns.append(None)
     cw = max(8, min(40, (_MAX_W - _LABEL_W - 40) // max(1, len(columns))))
-    width = _LABEL_W + cw * len(columns) + (24 if None in columns else 0)
+    other_w = max(cw, 40)
+    width = _LABEL_W + cw * len(columns) + (24 + other_w - cw if None in columns else 0) + 2
     height = _TOP + _CELL_H * len(rules) + 30
     peak = max(counts.values())
     label_every = 1 if cw >= 20 else 2 if cw >= 12 else 5
@@ -75,7 +76,7 @@ def render_svg(violations: Sequence[Violation], anchors: Mapping[tuple[str, int 
         for j, col in enumerate(columns):
             n = counts.get((rule, col), 0)
             x = x_of(j, col)
-            w = cw if col is not None else max(cw, 40)
+            w = cw if col is not None else other_w
             where = "outside the repeated layers" if col is None else f"layer {col}"
             what = f" ({summaries[rule]})" if summaries and rule in summaries else ""
             cell = (f'<rect x="{x + 1}" y="{y + 1}" width="{w - 2}" height="{_CELL_H - 2}" rx="2" '

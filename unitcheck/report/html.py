@@ -126,18 +126,18 @@ class _Page:
     def _generator(self, gen: str) -> str:
         kind, _, name = gen.partition(":")
         if kind == "p":
-            return f"parameter <code>{_e(name)}</code>: a weight is its own scale degree of freedom"
+            return "a learnable parameter: every weight is its own scale degree of freedom"
         if kind == "in":
-            return f"model input <code>{_e(name)}</code>"
+            return "a model input's scale"
         if kind == "s":
-            return f"user-declared scale <code>{_e(name)}</code>"
+            return "a user-declared scale"
         if kind == "v":
             where = self.by_node.get(name)
             if where:
-                return (f'opaque scale born at node <code>{_e(name)}</code>, the output of the '
+                return (f'an opaque scale born at node <code>{_e(name)}</code>, the output of the '
                         f'<a href="#{_e(where)}">{_e(self.rule_of[name])} finding</a> there')
-            return f"opaque scale born at node <code>{_e(name)}</code> (a violation not reported here, or an op with no rule)"
-        return f"generator <code>{_e(gen)}</code>"
+            return f"an opaque scale born at node <code>{_e(name)}</code> (an unreported violation or an op with no rule)"
+        return "a generator"
 
     def explanation(self, v: Violation, key: str) -> str:
         given = self.explanations.get(key)
