@@ -23,7 +23,7 @@ from .group import Group, group_findings, layer_index, singletons
 from .heatmap import render_svg
 from .text import relpath
 
-__all__ = ["render", "Html", "EXCERPT_CONTEXT"]
+__all__ = ["render", "Html", "anchor", "EXCERPT_CONTEXT"]
 
 EXCERPT_CONTEXT = 2  # source lines shown above and below a finding's line
 
@@ -111,9 +111,7 @@ def _units(v: Violation) -> str:
 class _Page:
     """What every finding's block needs to know about the rest of the report."""
 
-    def __init__(self, report: Any, groups: Sequence[Group], root: str | None,
-                 explanations: Mapping[str, str] | None) -> None:
-        self.report = report
+    def __init__(self, groups: Sequence[Group], root: str | None, explanations: Mapping[str, str] | None) -> None:
         self.root = root
         self.explanations = explanations or {}
         self.by_node: dict[str, str] = {}  # node name -> anchor of the finding there
@@ -215,7 +213,7 @@ def render(report: Any, root: str | None = None, verbose: bool = False, group: b
     make = group_findings if group else singletons
     groups = make(report.violations)
     notes = make(report.notes) if verbose else []
-    page = _Page(report, [*groups, *notes], root, explanations)
+    page = _Page([*groups, *notes], root, explanations)
     n = len(report.violations)
     chips = [
         f'<span class="chip {"bad" if n else "good"}"><b>{n}</b> violation{"s" if n != 1 else ""}</span>',
