@@ -1,7 +1,9 @@
-"""Command-line costs (issue 3): start-up without torch, lint of the bundled gpt against the cost of
-importing torch, and a Llama-2-7B-shaped hf:llama linted on the meta device (time, peak memory).
+"""Command-line costs (issues 3 and 16): start-up without torch, lint of the bundled gpt against the
+cost of importing torch, hf:llama at Llama-2-7B's and Llama-2-70B's shapes linted on the meta
+device side by side (time, peak memory, the 70B/7B ratio), and the cost of grouping and rendering
+the 70B report's findings (text, github, html).
 
-    python bench/bench_cli.py [--skip-7b]
+    python bench/bench_cli.py [--skip-7b] [--skip-70b] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -12,8 +14,16 @@ import subprocess
 import sys
 import time
 
-LLAMA_7B = ["--set", "hidden_size=4096", "--set", "num_hidden_layers=32", "--set", "intermediate_size=11008",
-            "--set", "vocab_size=32000", "--set", "num_attention_heads=32"]
+LLAMA_7B = {"hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 11008, "vocab_size": 32000,
+            "num_attention_heads": 32}
+LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672, "vocab_size": 32000,
+             "num_attention_heads": 64, "num_key_value_heads": 8}
+RATIO_BUDGET = 2.8  # 70B lint time over 7B lint time, same run (issue 16)
+RSS_BUDGET_MB = 1024
+
+
+def sets(shape: dict[str, int]) -> list[str]:
+    return [arg for k, v in shape.items() for arg in ("--set", f"{k}={v}")]
 
 
 def timed(cmd: list[str], repeat: int = 3) -> tuple[float, int]:
@@ -41,6 +51,8 @@ def peak_child_mb(cmd: list[str]) -> tuple[float, float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-7b", action="store_true")
+    ap.add_argument("--skip-70b", action="store_true")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved lint runs per shape (median)")
     args = ap.parse_args()
     uc = [sys.executable, "-m", "unitcheck"]
     print(f"{'command':<44} {'wall s':>8}  exit")
@@ -53,10 +65,51 @@ def main() -> None:
     print(f"{label:<44} {t_torch:>8.3f}")
     print(f"{'unitcheck lint gpt':<44} {t_lint:>8.3f}  {rc}")
     print(f"lint gpt / import torch: {t_lint / t_torch:.2f}x")
-    if not args.skip_7b:
-        wall, peak, rc = peak_child_mb(uc + ["lint", "hf:llama", *LLAMA_7B])
-        print(f"{'unitcheck lint hf:llama (Llama-2-7B shape)':<44} {wall:>8.1f}  {rc}   peak RSS {peak:.0f} MB")
-        print("budget (<120 s, <3 GB): " + ("met" if wall < 120 and peak < 3072 else "NOT met"))
+    shapes = {name: shape for name, shape, skip in (("7B", LLAMA_7B, args.skip_7b), ("70B", LLAMA_70B, args.skip_70b))
+              if not skip}
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in shapes}
+    for _ in range(args.rounds):  # interleaved, so both shapes see the same machine load
+        for name, shape in shapes.items():
+            runs[name].append(peak_child_mb(uc + ["lint", "hf:llama", *sets(shape)]))
+    for name, got in runs.items():
+        wall = statistics.median(w for w, _, _ in got)
+        peak = max(p for _, p, _ in got)
+        codes = sorted({c for _, _, c in got})
+        print(f"{'unitcheck lint hf:llama (Llama-2-' + name + ' shape)':<44} {wall:>8.1f}  {','.join(map(str, codes))}"
+              f"   peak RSS {peak:.0f} MB   (runs: {', '.join(f'{w:.1f}' for w, _, _ in got)} s)")
+    if len(runs) == 2:
+        ratio = statistics.median(w for w, _, _ in runs["70B"]) / statistics.median(w for w, _, _ in runs["7B"])
+        peak70 = max(p for _, p, _ in runs["70B"])
+        print(f"70B / 7B lint time: {ratio:.2f}x; budget (<= {RATIO_BUDGET}x, 70B peak < {RSS_BUDGET_MB} MB): "
+              + ("met" if ratio <= RATIO_BUDGET and peak70 < RSS_BUDGET_MB else "NOT met"))
+    if not args.skip_70b:
+        grouping_row(LLAMA_70B)
+
+
+def grouping_row(shape: dict[str, int], repeat: int = 5) -> None:
+    """Grouping plus rendering, in process, on the 70B report (lint is not counted)."""
+    from unitcheck.linter import lint
+    from unitcheck.loader import load_model
+    from unitcheck.report import render
+    from unitcheck.report.group import group_findings
+
+    loaded = load_model("hf:llama", shape, None, device="meta")
+    report = lint(loaded.model, loaded.inputs, name=loaded.name)
+    n, groups = len(report.violations), len(group_findings(report.violations))
+    for fmt in ("text", "github", "html"):
+        times, size = [], 0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            size = len(render(report, fmt))
+            times.append(time.perf_counter() - t0)
+        print(f"{'group + render ' + fmt + ' (70B report)':<44} {statistics.median(times) * 1000:>8.1f}  ms"
+              f"   {n} findings in {groups} groups, {size / 1024:.0f} KiB")
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        group_findings(report.violations)
+        times.append(time.perf_counter() - t0)
+    print(f"{'group_findings alone (70B report)':<44} {statistics.median(times) * 1000:>8.1f}  ms")
 
 
 if __name__ == "__main__":

@@ -77,10 +77,13 @@ def test_junit_has_one_case_per_module() -> None:
 
 
 def test_github_annotations() -> None:
-    lines = render(_report("gpt"), "github", root=str(ROOT)).splitlines()
+    report = _report("gpt")
+    lines = render(report, "github", root=str(ROOT), group=False).splitlines()
     errors = [ln for ln in lines if ln.startswith("::error ")]
-    assert len(errors) == 10
+    assert len(errors) == len(report.violations) == 10
     assert errors[0].startswith("::error file=models/gpt.py,line=")
+    grouped = [ln for ln in render(report, "github", root=str(ROOT)).splitlines() if ln.startswith("::error ")]
+    assert len(grouped) == 6  # UC201, UC202 and the two residual adds once for both layers
 
 
 def test_rule_docs_do_not_drift() -> None:

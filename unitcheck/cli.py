@@ -63,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("lint", "trace a model, infer units and report scale-inconsistent interfaces")
     _add_model_args(p)
-    p.add_argument("--format", choices=["text", "json", "sarif", "junit", "github"], default="text")
+    p.add_argument("--format", choices=["text", "json", "sarif", "junit", "github", "html"], default="text",
+                   help="html: one self-contained page (summary, grouped findings, layer x rule heatmap)")
+    p.add_argument("--no-group", dest="group", action="store_false",
+                   help="print every finding; by default text, github and html fold findings that repeat per layer")
     p.add_argument("--select", help="comma-separated codes or prefixes to report (default: all but opt-in)")
     p.add_argument("--ignore", help="comma-separated codes or prefixes to drop")
     p.add_argument("--fail-on", choices=["error", "warning", "never"], default=None, help="lowest severity that makes the exit code 1 (default: error)")

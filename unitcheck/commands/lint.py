@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         from ..baseline import write_baseline
 
         write_baseline(report, args.write_baseline)
-    text = render(report, args.format, verbose=getattr(args, "verbose", False), fixed=fixed)
+    text = render(report, args.format, verbose=getattr(args, "verbose", False), fixed=fixed,
+                  group=getattr(args, "group", True))
     if args.format == "text" and args.output in (None, "-") and sys.stdout.isatty() and "NO_COLOR" not in os.environ:
         from ..report.text import print_colour
 
