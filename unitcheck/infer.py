@@ -33,7 +33,7 @@ import unitcheck.rules  # noqa: F401  (registers the built-in rules)
 from . import registry
 from .codes import CODES
 from .declarations import as_unit, resolve_declarations
-from .diagnostics import Violation
+from .diagnostics import Location, Violation
 from .fxutil import has_float, is_index_value, location, module_path, op_name
 from .graphs import topo_index
 from .record import Floor, UnitRecord, store
@@ -57,6 +57,7 @@ class _Findings:
     unknown: bool = False
     floors: tuple[Floor, ...] = ()
     floor_noted: bool = False
+    location: Location | None = None
 
 
 class UnitPropagation:
@@ -126,6 +127,7 @@ class UnitPropagation:
             return
         self.violations.append(v)
         f = self._findings(node)
+        f.location = v.location
         if code == "UC901":
             f.unknown = True
         elif role == "loss":
@@ -265,8 +267,7 @@ class UnitPropagation:
             if f is None:
                 store(node, UnitRecord(u, dual(u)))
             else:
-                loc = location(node) if (f.violation or f.interface or f.unknown) else None
-                store(node, UnitRecord(u, dual(u), f.violation, f.interface, f.unknown, f.floors, loc))
+                store(node, UnitRecord(u, dual(u), f.violation, f.interface, f.unknown, f.floors, f.location))
 
 
 def _finalise(v: UnitValue) -> UnitValue:

@@ -27,6 +27,7 @@ OPAQUE_PREFIX = "v:"
 """Generators born at a violation or an unknown op: the oracle does not check values they touch."""
 
 _Exp = Fraction | int
+_ONE = Fraction(1)
 
 
 class UnitParseError(UnitcheckError, ValueError):
@@ -65,7 +66,9 @@ class Unit:
     @classmethod
     def generator(cls, name: str) -> Unit:
         """The unit of one generator to the first power."""
-        return cls(((name, 1),))
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"generator names are non-empty strings, got {name!r}")
+        return cls._from_sorted(((name, _ONE),))
 
     @classmethod
     def opaque(cls, name: str) -> Unit:
