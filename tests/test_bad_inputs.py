@@ -247,6 +247,10 @@ CASES: list[tuple[str, list[str], Setup | None, str]] = [
     ("diagnose-ckpt-of-another-config", ["diagnose", "run", "--no-plots", "--no-fingerprint"], run_dir(edit_config(n_embd=32)), "does not belong to"),
     ("diagnose-truncated-ckpt", ["diagnose", "run", "--no-plots", "--no-fingerprint"], run_dir(truncate("ckpt.pt")), "not a readable checkpoint"),
     ("lint-run-dir", ["lint", "run"], run_dir(), "training run directory"),
+    ("plot-out-over-metrics", ["plot", "m", "--out", "m/metrics.jsonl"], metrics('{"step": 0, "train_loss": 2.0}\n'), "not a PNG"),
+    ("diagnose-batch-out-of-memory", ["diagnose", "gpt", "--batch", "100000000", "--seq", "100000"], None, "memory"),
+    ("rewrite-manifest-empty", ["lint", "rw"], rewrite_dir(overwrite("unitcheck.json", "{}")), "'weights' must name"),
+    ("train-resume-over-user-config", [*TRAIN, "--out-dir", "proj", "--resume"], text("proj/config.json", '{"mine": 1}'), "unknown field"),
 ]
 
 HF_CASES = {c[0] for c in CASES if "hf:" in " ".join(c[1])}

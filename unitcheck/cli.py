@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -151,16 +153,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+_LIBRARY_LOGGERS = ("torch", "transformers", "huggingface_hub", "torchao", "safetensors")
+
+
 @contextlib.contextmanager
 def _library_warnings(verbose: bool) -> Iterator[None]:
-    """Warnings that torch and transformers raise go to ``--verbose`` only: they are about the
-    libraries' internals, not about the user's input."""
+    """Warnings (and logged warnings) of torch, transformers and the like go to ``--verbose``
+    only: they are about the libraries' internals, not about the user's input."""
     if verbose:
         yield
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+    loggers = [logging.getLogger(name) for name in _LIBRARY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    env = os.environ.get("TRANSFORMERS_VERBOSITY")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # transformers sets its level on import
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+        if env is None:
+            os.environ.pop("TRANSFORMERS_VERBOSITY", None)
 
 
 def _one_line(text: str) -> str:

@@ -54,6 +54,10 @@ def _batch(model_spec: str, sets: dict[str, Any], batch: int, seq: int) -> tuple
 def run(args: argparse.Namespace) -> int:
     from ..diagnose import diagnose
     from ..loader import parse_sets
+    from ..resources import check_fits
+
+    check_fits(args.batch * args.seq * 8 * 2 * 4, f"--batch {args.batch} --seq {args.seq}",
+               "measure on a smaller batch")
 
     sets = parse_sets(args.set)
     specs = [args.model] + ([args.compare] if args.compare else [])
