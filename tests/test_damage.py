@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from unitcheck.cli import _exit_code, _library_warnings, _message, main
+from unitcheck.cli import main
 
 from .conftest import needs_hf
 from .user_files import FACTORIES
@@ -82,6 +82,8 @@ def test_write_errors_name_the_users_path(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_out_of_memory_is_a_user_error() -> None:
+    from unitcheck.cli import _exit_code, _message
+
     err = RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
                        "you tried to allocate 512000000000 bytes")
     assert _exit_code(err) == 2 and "reduce" in _message(err)
@@ -99,6 +101,8 @@ class _Records(logging.Handler):
 
 
 def test_library_warnings_only_with_verbose() -> None:
+    from unitcheck.cli import _library_warnings
+
     logger = logging.getLogger("transformers.modeling_utils")
     records = _Records()
     logger.addHandler(records)
