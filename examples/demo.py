@@ -74,7 +74,7 @@ def main() -> None:
     from unitcheck.train.loop import build_model
 
     section("3. rewrite gpt -> GCT with NVFP4 GEMMs (ngpt recipe), then lint it")
-    base = TrainConfig(steps=args.steps, eval_interval=max(1, args.steps // 4))
+    base = TrainConfig(steps=args.steps, eval_interval=max(1, args.steps // 4), overwrite=True)
     corpus = load_corpus(base.tokenizer, base.corpus)
     gpt = build_model(TrainConfig(**{**base.to_json(), "model": "gpt"}), corpus.vocab_size)
     from unitcheck.models.layers import example_batch

@@ -22,7 +22,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--out-dir", default="runs/rewrite_vs_gct")
     args = ap.parse_args()
-    base = TrainConfig(steps=args.steps, eval_interval=max(1, args.steps // 4))
+    base = TrainConfig(steps=args.steps, eval_interval=max(1, args.steps // 4), overwrite=True)
     corpus = load_corpus(base.tokenizer, base.corpus)
     gpt = build_model(TrainConfig(**{**base.to_json(), "model": "gpt"}), corpus.vocab_size)
     inputs = example_batch(corpus.vocab_size, batch=2, seq=32)

@@ -41,3 +41,25 @@ def violation_summary(violations: list[Any]) -> list[dict[str, Any]]:
 
 
 needs_hf = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
+
+
+@pytest.fixture(scope="session")
+def rewrite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rewrite directory of a one-layer GPT, written once per session (copy it to damage it)."""
+    from unitcheck.cli import main
+
+    out = tmp_path_factory.mktemp("templates") / "rewrite"
+    assert main(["rewrite", "gpt", "--set", "n_layer=1", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def run_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished two-step training run (copy it to resume or damage it)."""
+    from unitcheck.cli import main
+
+    from .user_files import TINY_TRAIN
+
+    out = tmp_path_factory.mktemp("templates") / "run"
+    assert main(["train", *TINY_TRAIN, "--steps", "2", "--out-dir", str(out)]) == 0
+    return out

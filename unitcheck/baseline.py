@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import UnitcheckError
 from .fsutil import atomic_write_text
+from .validate import InputError, read_json
 
 __all__ = ["BaselineError", "write_baseline", "read_baseline", "apply_baseline", "BASELINE_VERSION"]
 
@@ -38,16 +39,13 @@ def write_baseline(report: Any, path: str) -> None:
 
 def read_baseline(path: str) -> list[dict[str, Any]]:
     try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise BaselineError(f"baseline file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise BaselineError(f"baseline {path} is not valid JSON: {err}") from None
+        data = read_json(path, "a unitcheck baseline (unitcheck lint --write-baseline)")
+    except InputError as err:
+        raise BaselineError(f"baseline {err}") from None
     if not isinstance(data, dict) or data.get("unitcheck_baseline") != BASELINE_VERSION:
         raise BaselineError(f"{path} is not a unitcheck baseline (version {BASELINE_VERSION})")
     entries = data.get("violations")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and "fingerprint" in e for e in entries):
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("fingerprint"), str) for e in entries):
         raise BaselineError(f"baseline {path}: 'violations' must be a list of entries with a fingerprint")
     return entries
 

@@ -7,8 +7,12 @@ loaded or traced (one line on stderr; ``--debug`` shows the traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from .errors import UnitcheckError, UsageError
 
@@ -72,12 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on", choices=["error", "warning", "never"], default=None, help="lowest severity that makes the exit code 1 (default: error)")
     p.add_argument("--baseline", metavar="FILE", help="report and fail only on violations not in this baseline")
     p.add_argument("--write-baseline", metavar="FILE", help="record the current violations as a baseline")
+    p.add_argument("--update-baseline", action="store_true", help="let the baseline written replace the --baseline file read")
     p.add_argument("--verbose", "-v", action="store_true", help="also print notes (floors, fallbacks)")
 
     p = add("units", "per-node forward and gradient units")
     _add_model_args(p)
     p.add_argument("--format", choices=["text", "json", "dot"], default="text")
     p.add_argument("--verify", action="store_true", help="also run the equivariance oracle and the radial fingerprint (SPEC 7)")
+    p.add_argument("--verbose", "-v", action="store_true", help="also show warnings from torch and other libraries")
 
     p = add("rewrite", "rewrite a model into its Gauge-Canonical Transformer form")
     _add_model_args(p)
@@ -86,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="directory for model.py, weights and unitcheck.json")
     p.add_argument("--partial", action="store_true", help="write the result even if some residual branch or interface was left untouched")
     p.add_argument("--format", choices=["text", "json"], default="text", help="report format")
+    p.add_argument("--verbose", "-v", action="store_true", help="also show warnings from torch and other libraries")
 
     p = add("diagnose", "measure UVI, stream scale, NVFP4 dot-product SNR, flatness and the fingerprint")
     p.add_argument("model", metavar="MODEL|RUN_DIR",
@@ -100,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", metavar="FILE", help="write the text summary to FILE (atomically) instead of stdout")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
     p.add_argument("--no-fingerprint", action="store_true", help="skip the radial fingerprint (the slowest part)")
+    p.add_argument("--verbose", "-v", action="store_true", help="also show warnings from torch and other libraries")
 
     p = add("train", "train a bundled or rewritten model on the bundled corpus")
     from .train.config import add_arguments
@@ -125,31 +133,87 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(_dispatch(args))
+        with _library_warnings(getattr(args, "verbose", False)):
+            return int(_dispatch(args))
     except KeyboardInterrupt:
         print("unitcheck: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as err:  # argparse exits before this block; here it is the model's code
+        if args.debug:
+            raise
+        print(f"unitcheck: the model's code called sys.exit({err.code!r}) while unitcheck ran it: "
+              "a model or factory must return or raise, not exit", file=sys.stderr)
+        return 2
     except Exception as err:
         if args.debug:
             raise
         code = _exit_code(err)
         if code == 3:
-            print(f"unitcheck: internal error: {type(err).__name__}: {err} (rerun with --debug)", file=sys.stderr)
+            print(_one_line(f"unitcheck: internal error: {type(err).__name__}: {err} (rerun with --debug)"),
+                  file=sys.stderr)
         else:
-            print(f"unitcheck: {_one_line(str(err))}", file=sys.stderr)
+            print(f"unitcheck: {_one_line(_message(err))}", file=sys.stderr)
         return code
+
+
+_LIBRARY_LOGGERS = ("torch", "transformers", "huggingface_hub", "torchao", "safetensors")
+
+
+@contextlib.contextmanager
+def _library_warnings(verbose: bool) -> Iterator[None]:
+    """Warnings (and logged warnings) of torch, transformers and the like go to ``--verbose``
+    only: they are about the libraries' internals, not about the user's input."""
+    if verbose:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _LIBRARY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    env = os.environ.get("TRANSFORMERS_VERBOSITY")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # transformers sets its level on import
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+        if env is None:
+            os.environ.pop("TRANSFORMERS_VERBOSITY", None)
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:2000]
 
 
+def _message(err: BaseException) -> str:
+    """A path error names the user's path and the reason, not errno's tuple; memory that the
+    inputs' sizes exhaust says which sizes to reduce."""
+    if isinstance(err, UnitcheckError):
+        return str(err)
+    if isinstance(err, OSError) and err.strerror:
+        where = f"{err.filename}: " if err.filename else ""
+        return f"{where}{err.strerror}"
+    from .resources import is_out_of_memory
+
+    if is_out_of_memory(err):
+        detail = (str(err).strip().splitlines() or [type(err).__name__])[-1][:300]
+        return (f"out of memory ({detail}): reduce the model's or the inputs' sizes (--set, --input, "
+                "--batch, --seq, --seq-len, --batch-size)")
+    return str(err)
+
+
 def _exit_code(err: BaseException) -> int:
-    """The error's own exit code; 2 for a path the user gave (not writable, not a directory);
-    3 for anything else, which is a bug."""
+    """The error's own exit code; 2 for a path the user gave (not writable, not a directory) and
+    for memory the inputs' sizes exhaust; 3 for anything else, which is a bug."""
     if isinstance(err, UnitcheckError):
         return err.exit_code
     if isinstance(err, OSError):
+        return 2
+    from .resources import is_out_of_memory
+
+    if is_out_of_memory(err):
         return 2
     return 3
 

@@ -6,6 +6,7 @@ codes), ``fail-on``, ``floor-eps``, and the ``declare`` table (parameter glob ->
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -49,11 +50,33 @@ def find_pyproject(start: str | None = None) -> str | None:
 
 
 def _codes(value: Any, key: str, path: str) -> list[str]:
+    """A non-empty list of known rule codes or prefixes (``UC2`` selects UC201..UC204)."""
+    from .codes import CODES
+
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{path}: [tool.unitcheck] {key} must be a list of rule codes")
-    return value
+        raise ConfigError(f"{path}: [tool.unitcheck] {key} must be a list of rule codes such as [\"UC201\"]")
+    codes = [v.strip().upper() for v in value if v.strip()]
+    if not codes:
+        raise ConfigError(f"{path}: [tool.unitcheck] {key} names no rule code: list codes such as "
+                          "[\"UC201\"] or remove the key")
+    for c in codes:
+        if c != "ALL" and not any(k.startswith(c) for k in CODES):
+            raise ConfigError(f"{path}: [tool.unitcheck] {key}: unknown rule code or prefix {c!r}; "
+                              "`unitcheck rules` lists them")
+    return codes
+
+
+def _table(data: Any, path: str) -> dict[str, Any]:
+    """``[tool.unitcheck]``; ``tool`` and the table itself must be tables when present."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: 'tool' must be a table ([tool.unitcheck]), not {type(tool).__name__}")
+    table = tool.get("unitcheck", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.unitcheck] must be a table, not {type(table).__name__}")
+    return table
 
 
 def load_config(path: str | None = None, search: bool = True) -> Config:
@@ -69,9 +92,7 @@ def load_config(path: str | None = None, search: bool = True) -> Config:
             data = tomllib.load(fh)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: malformed TOML: {err}") from None
-    table = data.get("tool", {}).get("unitcheck", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.unitcheck] must be a table")
+    table = _table(data, path)
     known = {"select", "ignore", "per-module-ignores", "fail-on", "floor-eps", "declare"}
     unknown = set(table) - known
     if unknown:
@@ -86,13 +107,14 @@ def load_config(path: str | None = None, search: bool = True) -> Config:
         raise ConfigError(f"{path}: per-module-ignores must map module globs to code lists")
     cfg.per_module_ignores = {k: _codes(v, f"per-module-ignores.{k}", path) for k, v in pmi.items()}
     fail_on = table.get("fail-on", "error")
-    if fail_on not in ("error", "warning", "never"):
+    if not isinstance(fail_on, str) or fail_on not in ("error", "warning", "never"):
         raise ConfigError(f"{path}: fail-on must be error, warning or never, not {fail_on!r}")
     cfg.fail_on = fail_on
     if "floor-eps" in table:
-        if not isinstance(table["floor-eps"], (int, float)) or table["floor-eps"] < 0:
-            raise ConfigError(f"{path}: floor-eps must be a non-negative number")
-        cfg.floor_eps = float(table["floor-eps"])
+        eps = table["floor-eps"]
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+            raise ConfigError(f"{path}: floor-eps must be a finite non-negative number such as 1e-3, not {eps!r}")
+        cfg.floor_eps = float(eps)
     decl = table.get("declare", {})
     if not isinstance(decl, dict) or not all(isinstance(v, str) for v in decl.values()):
         raise ConfigError(f"{path}: [tool.unitcheck.declare] must map parameter globs to unit strings")

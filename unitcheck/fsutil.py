@@ -21,13 +21,26 @@ def _mode_for(path: str) -> int:
         return 0o666 & ~umask
 
 
+def _user_path_error(err: OSError, tmp: str | None, path: str) -> OSError:
+    """The same error naming the user's ``path`` instead of the temporary file beside it."""
+    if tmp is not None and err.filename not in (tmp, None):
+        return err
+    named = type(err)(err.errno, err.strerror or str(err), path)
+    named.__traceback__ = err.__traceback__
+    return named
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path`` (os.replace)."""
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` (os.replace).
+    A failure of the temporary file itself is reported against ``path``."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path)) or "."
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    except OSError as err:
+        raise _user_path_error(err, None, path) from None
     os.close(fd)
     try:
         yield tmp
@@ -35,6 +48,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; the user expects what open() gives
         os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _user_path_error(err, tmp, path) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .errors import UnitcheckError
+from .validate import apply_override
 
 __all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value"]
 
@@ -114,7 +115,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None) -> 
     for key, value in (overrides or {}).items():
         if key not in known:
             raise HFError(f"{model_type} config has no field {key!r}")
-        setattr(cfg, key, value)
+        apply_override(cfg, key, value, f"hf:{model_type}")
     cfg._attn_implementation = "sdpa"
     del tf
     return cfg

@@ -78,7 +78,8 @@ def config(model: str, sizes: Sizes, out_dir: str = "runs/unused", **overrides: 
     base = dict(model=model, n_layer=sizes.n_layer, n_embd=sizes.n_embd, n_head=sizes.n_head,
                 seq_len=sizes.seq_len, batch_size=sizes.batch_size, steps=sizes.steps,
                 eval_interval=max(1, sizes.steps // 3), eval_batches=sizes.eval_batches,
-                checkpoint_interval=sizes.steps, out_dir=out_dir)
+                checkpoint_interval=sizes.steps, out_dir=out_dir,
+                overwrite=True)  # an unfinished run of an entry is run again from the start
     return TrainConfig(**{**base, **overrides})
 
 

@@ -27,5 +27,6 @@ def load(args: argparse.Namespace, real: bool = False) -> Any:
 
     device = args.device or ("cpu" if real else "meta")
     if real and device == "meta":
-        raise UsageError("--verify runs the model on real values: drop --device meta")
+        what = "--verify" if getattr(args, "verify", False) else args.command
+        raise UsageError(f"{what} runs the model on real values: drop --device meta")
     return load_model(args.model, parse_sets(args.set), args.input or None, device=device)

@@ -18,15 +18,22 @@ def _batch(model_spec: str, sets: dict[str, Any], batch: int, seq: int) -> tuple
     from ..train.data import Batcher, load_corpus
 
     if os.path.isdir(model_spec) and os.path.isfile(os.path.join(model_spec, "ckpt.pt")):
-        from ..train.checkpoint import load_checkpoint
-        from ..train.config import TrainConfig
+        from ..train.checkpoint import CheckpointError
         from ..train.loop import build_model
+        from ..train.rundir import checkpoint_for, read_run_config
+        from ..validate import state_dict_mismatch
 
-        with open(os.path.join(model_spec, "config.json")) as fh:
-            cfg = TrainConfig(**json.load(fh))
+        if sets:
+            raise UsageError(f"{model_spec} is a training run: its config.json fixes the model, --set does not apply")
+        cfg = read_run_config(model_spec)
+        state = checkpoint_for(model_spec, cfg)
         corpus = load_corpus(cfg.tokenizer, cfg.corpus)
         model = build_model(cfg, corpus.vocab_size)
-        model.load_state_dict(load_checkpoint(os.path.join(model_spec, "ckpt.pt"))["model"])
+        mismatch = state_dict_mismatch(model.state_dict(), state["model"])
+        if mismatch:
+            raise CheckpointError(f"{os.path.join(model_spec, 'ckpt.pt')} does not fit the model of its "
+                                  f"config.json: {mismatch}")
+        model.load_state_dict(state["model"])
         seq = min(seq, cfg.seq_len)
         x, y = Batcher(corpus.val, seq, batch, seed=0).next()
         return model, (x, y), os.path.basename(os.path.normpath(model_spec))
@@ -47,6 +54,10 @@ def _batch(model_spec: str, sets: dict[str, Any], batch: int, seq: int) -> tuple
 def run(args: argparse.Namespace) -> int:
     from ..diagnose import diagnose
     from ..loader import parse_sets
+    from ..resources import check_fits
+
+    check_fits(args.batch * args.seq * 8 * 2 * 4, f"--batch {args.batch} --seq {args.seq}",
+               "measure on a smaller batch")
 
     sets = parse_sets(args.set)
     specs = [args.model] + ([args.compare] if args.compare else [])

@@ -15,12 +15,34 @@ import sys
 from ._common import UsageError, load, write_output
 
 
+def _check_out_dir(out: str) -> None:
+    """Refuse a directory whose files the rewrite would replace unless an earlier rewrite wrote
+    them: a user's own model.py is never overwritten."""
+    from ..rewrite.save import MANIFEST, OUTPUT_FILES
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {out} exists and is not a directory")
+    if not os.path.isdir(out):
+        return
+    clash = [f for f in OUTPUT_FILES if os.path.exists(os.path.join(out, f))]
+    if not clash:
+        return
+    try:
+        with open(os.path.join(out, MANIFEST), encoding="utf-8") as fh:
+            data = json.load(fh)
+        ours = isinstance(data, dict) and "format" in data
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise UsageError(f"--out {out} holds {', '.join(clash)} that unitcheck rewrite did not write: "
+                         "choose an empty or new directory")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..linter import lint
     from ..rewrite.api import RewriteError, rewrite, write_rewrite
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(f"--out {args.out} exists and is not a directory")
+    _check_out_dir(args.out)
     loaded = load(args, real=True)  # the rewrite keeps the model's weights
     try:
         result = rewrite(loaded.model, loaded.inputs, nvfp4=args.nvfp4, source_name=args.model)

@@ -42,7 +42,7 @@ def diagnose(
             "kappa": kappa_scale(cap),
             "primal_dual": primal_dual(cap) if grads else [],
             "snr": layer_rows(cap.linears, cap.values, recipe),
-            "loss": float(cap.loss) if cap.loss is not None else None,
+            "loss": float(cap.loss.detach()) if cap.loss is not None else None,
             "recipe": recipe,
         }
         out["flatness"] = flatness(model, inputs, flatness_alphas or ALPHAS) if cap.loss is not None else []

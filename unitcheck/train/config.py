@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
+from ..validate import MAX_DEPTH, MAX_SIZE
 
 __all__ = ["TrainConfig", "add_arguments", "from_args", "NORMALISED_MODELS"]
+
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 NORMALISED_MODELS = ("ngpt",)
 """nGPT's recipe: no weight decay, no warm-up, weights re-normalised after every step."""
@@ -45,8 +50,9 @@ class TrainConfig:
     checkpoint_interval: int = field(default=250, metadata={"help": "steps between checkpoints (also at the end)"})
     seed: int = field(default=1337, metadata={"help": "seed for init and data order"})
     out_dir: str = field(default="runs/run", metadata={"help": "run directory (metrics.jsonl, checkpoints)"})
-    resume: bool = field(default=False, metadata={"help": "continue from out_dir/ckpt.pt"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    resume: bool = field(default=False, metadata={"help": "continue from out_dir/ckpt.pt (with the run's configuration; --steps may change to extend it)"})
+    overwrite: bool = field(default=False, metadata={"help": "replace the run already in out_dir (its checkpoint, metrics and config)"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:N or mps"})
     max_seconds: float = field(default=0.0, metadata={"help": "stop after this wall time (0: no limit)"})
     uvi_interval: int = field(default=0, metadata={"help": "steps between UVI measurements (0: off)"})
     uvi_stop: float = field(default=0.0, metadata={"help": "stop when |UVI| stays above this (0: off)"})
@@ -55,14 +61,32 @@ class TrainConfig:
     inject_nan_at: int = field(default=-1, metadata={"help": "testing: make the loss NaN at this step"})
 
     def validate(self) -> None:
-        """Raise UsageError naming the flag of the first out-of-range setting."""
+        """Raise UsageError naming the flag of the first setting of the wrong type or range."""
         def bad(name: str, why: str) -> UsageError:
             return UsageError(f"--{name.replace('_', '-')} {why}, got {getattr(self, name)!r}")
 
+        for f in dataclasses.fields(self):
+            value, kind = getattr(self, f.name), str(f.type)
+            if kind == "bool" and not isinstance(value, bool):
+                raise bad(f.name, "must be true or false")
+            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise bad(f.name, "must be an integer")
+            if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise bad(f.name, "must be a number")
+            if kind == "float" and not math.isfinite(value):
+                raise bad(f.name, "must be a finite number")
+            if kind == "str" and not isinstance(value, str):
+                raise bad(f.name, "must be a string")
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                raise bad(f.name, f"must be one of {', '.join(f.metadata['choices'])}")
         for name in ("n_layer", "n_head", "n_embd", "seq_len", "batch_size", "steps", "eval_interval",
                      "eval_batches", "log_interval", "checkpoint_interval", "uvi_patience"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be at least 1")
+        for name in ("n_layer", "n_head", "n_embd", "seq_len", "batch_size"):
+            high = MAX_DEPTH if name == "n_layer" else MAX_SIZE
+            if getattr(self, name) > high:
+                raise bad(name, f"must be at most {high}")
         for name in ("warmup", "weight_decay", "grad_clip", "max_seconds", "uvi_interval", "uvi_stop"):
             if getattr(self, name) < 0:
                 raise bad(name, "must not be negative")
@@ -74,6 +98,28 @@ class TrainConfig:
                 raise bad(name, "must lie in [0, 1)")
         if not self.lr > 0:
             raise bad("lr", "must be positive")
+        if not 0 <= self.seed < 2**63:
+            raise bad("seed", "must lie in [0, 2^63)")
+        if self.resume and self.overwrite:
+            raise UsageError("--resume continues the run in --out-dir and --overwrite replaces it: pass one")
+        if not _DEVICE.fullmatch(self.device):
+            raise bad("device", "must be auto, cpu, cuda, cuda:N or mps")
+
+    def check_device(self) -> None:
+        """The device exists on this machine (a run on a missing GPU fails here, not in torch)."""
+        import torch
+
+        if self.device == "mps" and not torch.backends.mps.is_available():
+            raise UsageError("--device mps: Apple's MPS is not available on this machine; use --device cpu or auto")
+        if not self.device.startswith("cuda"):
+            return
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {self.device}: CUDA is not available on this machine; use "
+                             "--device cpu or auto")
+        index = int(self.device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"--device {self.device}: this machine has {torch.cuda.device_count()} "
+                             "CUDA device(s)")
 
     def normalised(self) -> bool:
         if self.recipe == "auto":

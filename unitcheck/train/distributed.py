@@ -25,6 +25,10 @@ class Dist:
     def main(self) -> bool:
         return self.rank == 0
 
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
     def mean(self, x: float) -> float:
         if not self.enabled:
             return x

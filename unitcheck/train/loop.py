@@ -21,16 +21,15 @@ import torch
 from torch import nn
 
 from ..errors import UnitcheckError, UsageError
-from ..fsutil import atomic_write_text
-from .checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from .checkpoint import CHECKPOINT, CheckpointError, save_checkpoint
 from .config import TrainConfig
 from .data import Batcher, Corpus, load_corpus
 from .distributed import Dist, setup, teardown
+from .rundir import METRICS, RunPlan, plan_run, prepare, read_metrics
 from .schedule import lr_factor
 
 __all__ = ["train", "TrainResult", "NonFiniteLoss", "build_model", "evaluate", "METRICS"]
 
-METRICS = "metrics.jsonl"
 
 
 class NonFiniteLoss(UnitcheckError, RuntimeError):
@@ -58,9 +57,8 @@ def _device(cfg: TrainConfig, d: Dist) -> torch.device:
     return torch.device(cfg.device)
 
 
-def build_model(cfg: TrainConfig, vocab_size: int) -> nn.Module:
-    """The model spec resolved by the one loader; a bundled model at the run's size and seed."""
-    from ..loader import bundled_fields, load_model, parse_sets
+def _model_sets(cfg: TrainConfig, vocab_size: int) -> dict[str, Any]:
+    from ..loader import bundled_fields, parse_sets
 
     sets = parse_sets([s for s in cfg.model_set.split(",") if s]) if cfg.model_set else {}
     fields = bundled_fields(cfg.model)
@@ -68,7 +66,69 @@ def build_model(cfg: TrainConfig, vocab_size: int) -> nn.Module:
         wanted = dict(vocab_size=vocab_size, block_size=cfg.seq_len, n_layer=cfg.n_layer,
                       n_head=cfg.n_head, n_embd=cfg.n_embd, n_kv_head=cfg.n_head)
         sets = {**{k: v for k, v in wanted.items() if k in fields}, "seed": cfg.seed, **sets}
-    return load_model(cfg.model, sets).model  # type: ignore[no-any-return]
+    return sets
+
+
+def build_model(cfg: TrainConfig, vocab_size: int) -> nn.Module:
+    """The model spec resolved by the one loader; a bundled model at the run's size and seed."""
+    from ..loader import load_model
+
+    return load_model(cfg.model, _model_sets(cfg, vocab_size)).model  # type: ignore[no-any-return]
+
+
+def check_fits(cfg: TrainConfig, vocab_size: int) -> None:
+    """Refuse a bundled model whose training state cannot fit in memory, measured on the meta
+    device before anything is allocated: weights, gradients and AdamW's two moments (4 copies),
+    plus the logits and residual stream of one batch (a lower bound on the activations)."""
+    from ..loader import ModelSpecError, bundled_fields, load_model
+    from ..resources import check_fits as fits
+    from ..resources import module_bytes
+
+    if bundled_fields(cfg.model) is None:
+        return
+    state = torch.get_rng_state()
+    try:
+        weights = module_bytes(load_model(cfg.model, _model_sets(cfg, vocab_size), device="meta").model)
+    except ModelSpecError:
+        return  # the real build says why
+    finally:
+        torch.set_rng_state(state)
+    acts = cfg.batch_size * cfg.seq_len * 4 * (3 * vocab_size + 8 * cfg.n_embd * cfg.n_layer)
+    fits(4 * weights + acts, f"training {cfg.model} at --n-layer {cfg.n_layer} --n-embd {cfg.n_embd} "
+         f"--seq-len {cfg.seq_len} --batch-size {cfg.batch_size}",
+         "reduce --seq-len, --batch-size, --n-embd or --n-layer")
+
+
+def check_language_model(model: nn.Module, cfg: TrainConfig, corpus: Corpus, device: torch.device) -> None:
+    """One forward pass on a window of the corpus, RNG untouched: the loop trains a model whose
+    ``forward(idx, targets)`` returns the loss or ``(logits, loss)``; anything else is refused
+    here rather than failing inside the first step."""
+    n = min(cfg.seq_len, len(corpus.train) - 1)
+    x, y = corpus.train[:n].unsqueeze(0).to(device), corpus.train[1:n + 1].unsqueeze(0).to(device)
+    need = f"--model {cfg.model} is not a language model the loop can train"
+    devices = [device.index or 0] if device.type == "cuda" else []
+    was = model.training
+    model.eval()
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            out = _loss(model, x, y)
+    except UnitcheckError:
+        raise
+    except Exception as err:
+        from ..resources import ResourceError, is_out_of_memory
+
+        if is_out_of_memory(err):
+            raise ResourceError(f"--model {cfg.model}: out of memory on one window of --seq-len "
+                                f"{cfg.seq_len}; reduce --seq-len or the model's size") from None
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise UsageError(f"{need}: forward(idx, targets) on {n} tokens of the {corpus.tokenizer} corpus "
+                         f"(vocabulary {corpus.vocab_size}) raised {type(err).__name__}: {first}") from None
+    finally:
+        model.train(was)
+    if not (isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point()):
+        what = f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise UsageError(f"{need}: forward(idx, targets) returned {what}, not a scalar loss "
+                         "(or (logits, loss))")
 
 
 def _optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -114,20 +174,6 @@ def evaluate(model: nn.Module, corpus: Corpus, cfg: TrainConfig, device: torch.d
     return d.mean(total / cfg.eval_batches)
 
 
-def _truncate_metrics(path: str, last_step: int) -> None:
-    if not os.path.exists(path):
-        return
-    keep = []
-    with open(path) as fh:
-        for line in fh:
-            try:
-                if json.loads(line)["step"] <= last_step:
-                    keep.append(line)
-            except (json.JSONDecodeError, KeyError):
-                continue  # a line cut by a kill
-    atomic_write_text(path, "".join(keep))
-
-
 class _Progress:
     """A rich progress bar on a terminal, plain log lines otherwise; rank 0 only."""
 
@@ -168,6 +214,7 @@ class _Progress:
 def train(cfg: TrainConfig, on_step: Callable[[int, dict[str, Any]], None] | None = None) -> TrainResult:
     """Train ``cfg.model`` on the bundled corpus; writes metrics.jsonl and checkpoints."""
     cfg.validate()
+    cfg.check_device()
     cfg = cfg.effective()
     d = setup("cuda" if cfg.device.startswith("cuda") or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
     try:
@@ -176,11 +223,56 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict[str, Any]], None] | Non
         teardown(d)
 
 
+def _finished(cfg: TrainConfig, plan: RunPlan) -> TrainResult:
+    """A resumed run that has nothing left to do: its last logged losses, nothing written."""
+    try:
+        rows = read_metrics(cfg.out_dir)
+    except UnitcheckError:
+        rows = []
+    train_loss = next((r["train_loss"] for r in reversed(rows)), float("nan"))
+    val_loss = next((r["val_loss"] for r in reversed(rows) if "val_loss" in r), float("nan"))
+    return TrainResult(cfg.out_dir, plan.start, train_loss, val_loss, float("nan"), float("nan"),
+                       "already finished")
+
+
+def _restore(plan: RunPlan, path: str, model: nn.Module, opt: torch.optim.Optimizer, sched: Any,
+             batcher: Batcher) -> None:
+    """Load a checkpoint whose configuration matched: its tensors must fit the model."""
+    from ..validate import state_dict_mismatch
+
+    state = plan.state
+    assert state is not None
+    mismatch = state_dict_mismatch(model.state_dict(), state["model"])
+    if mismatch:
+        raise CheckpointError(f"{path} does not fit the model of this run: {mismatch}; start the run "
+                              "over with --overwrite or resume with the run's --model")
+    try:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        batcher.restore(state["data"])
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{path} cannot be restored ({type(err).__name__}: {first}); start the "
+                              "run over with --overwrite") from None
+
+
 def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], None] | None) -> TrainResult:
     device = _device(cfg, d)
+    plan = plan_run(cfg)  # reads the run directory, changes nothing
+    d.barrier()  # every process has read the directory before the main one changes it
+    if plan.finished:
+        return _finished(cfg, plan)
     torch.manual_seed(cfg.seed)
     corpus = load_corpus(cfg.tokenizer, cfg.corpus)
+    if cfg.seq_len + 1 >= len(corpus.val):
+        raise UsageError(f"--seq-len {cfg.seq_len} is longer than the validation split of the {corpus.name} "
+                         f"corpus ({len(corpus.val)} tokens): use a smaller --seq-len")
+    batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=cfg.seed, rank=d.rank, world=d.world)
+    check_fits(cfg, corpus.vocab_size)
     model = build_model(cfg, corpus.vocab_size).to(device)
+    check_language_model(model, cfg, corpus, device)
     model.train()
     if cfg.precision in ("nvfp4", "fp8"):
         from ..quant import te_backend
@@ -198,29 +290,17 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
     opt = _optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, cfg.steps, cfg.schedule, cfg.warmup, cfg.min_lr_ratio, cfg.decay_fraction))
-    batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=cfg.seed, rank=d.rank, world=d.world)
-    os.makedirs(cfg.out_dir, exist_ok=True)
     ckpt_path = os.path.join(cfg.out_dir, CHECKPOINT)
     metrics_path = os.path.join(cfg.out_dir, METRICS)
-    start = 0
-    if cfg.resume and os.path.exists(ckpt_path):
-        state = load_checkpoint(ckpt_path)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
-        batcher.restore(state["data"])
-        start = int(state["step"]) + 1
-        if d.main:
-            _truncate_metrics(metrics_path, start - 1)
-            print(f"resumed from {ckpt_path} at step {start}", flush=True)
-    elif d.main:
-        if cfg.resume:
-            print(f"no checkpoint at {ckpt_path}: starting from step 0", flush=True)
-        if os.path.exists(metrics_path):
-            os.remove(metrics_path)
+    start = plan.start
+    if plan.state is not None:
+        _restore(plan, ckpt_path, model, opt, sched, batcher)
     if d.main:
-        atomic_write_text(os.path.join(cfg.out_dir, "config.json"), json.dumps(cfg.to_json(), indent=2) + "\n")
+        prepare(cfg, plan)
+        if plan.state is not None:
+            print(f"resumed from {ckpt_path} at step {start}", flush=True)
+        elif plan.note:
+            print(plan.note, flush=True)
     net: nn.Module = nn.parallel.DistributedDataParallel(model) if d.enabled else model
     normalise = getattr(model, "normalize_weights", None) if cfg.normalised() else None
     tokens = cfg.batch_size * cfg.seq_len

@@ -2,35 +2,34 @@
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any
 
+from ..errors import UsageError
 from ..plotting import pyplot, save_figure
+from .rundir import read_metrics
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 __all__ = ["read_metrics", "plot_runs"]
 
 
-def read_metrics(run_dir: str) -> list[dict[str, Any]]:
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{run_dir} has no metrics.jsonl (is it a run directory?)")
-    rows = []
-    with open(path) as fh:
-        for line in fh:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
+def _check_out(out: str) -> None:
+    """``--out`` replaces a PNG, never another file (a run's metrics.jsonl given by mistake)."""
+    if os.path.isdir(out):
+        raise UsageError(f"--out {out} is a directory: give the PNG file to write")
+    if os.path.isfile(out):
+        with open(out, "rb") as fh:
+            if fh.read(8) != PNG_MAGIC:
+                raise UsageError(f"--out {out} exists and is not a PNG: choose another path")
 
 
 def plot_runs(run_dirs: list[str], out: str, title: str | None = None) -> str:
+    """Every run's metrics are read (and checked) before the figure is drawn or ``out`` written."""
+    runs = [(os.path.basename(os.path.normpath(run)), read_metrics(run)) for run in run_dirs]
+    _check_out(out)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, run in enumerate(run_dirs):
-        rows = read_metrics(run)
-        label = os.path.basename(os.path.normpath(run))
+    for i, (label, rows) in enumerate(runs):
         colour = f"C{i % 10}"
         steps = [r["step"] + 1 for r in rows]
         ax.plot(steps, [r["train_loss"] for r in rows], color=colour, alpha=0.35, lw=0.8)
