@@ -84,3 +84,27 @@ def test_bad_example_inputs_are_a_clear_error() -> None:
         trace(nn.Linear(2, 2), "not inputs")
     with pytest.raises(TraceError):
         trace("not a module", torch.randn(2))  # type: ignore[arg-type]
+
+
+class _AutocastGuard(nn.Module):
+    """Rotary code in Hugging Face models turns autocast off around a float32 computation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, enabled=False):
+            y = torch.cos(x.float())
+        return self.lin(y)
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_autocast_region_traces_on_meta_and_cpu(device: str) -> None:
+    with torch.device(device):
+        model = _AutocastGuard()
+    g = trace(model, (torch.randn(2, 8, device=device),))
+    assert g.method == "export"
+    targets = {str(n.target) for n in g.compute_nodes()}
+    assert "aten.cos.default" in targets and "aten.linear.default" in targets
+    assert any("autocast" in note for note in g.notes) == (device == "meta")

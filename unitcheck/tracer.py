@@ -209,6 +209,33 @@ def _quiet() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def meta_autocast() -> Iterator[list[str]]:
+    """Open ``torch.autocast`` regions on the meta device as CPU regions while capturing.
+
+    Rotary-embedding code guards a float32 computation with
+    ``torch.autocast(x.device.type, enabled=False)``; autocast has no meta backend and raises
+    "unsupported scalarType" before the region is entered, so a model built on meta (the default
+    for static checks) could not be traced at all. On meta tensors a CPU autocast region changes
+    nothing, so the captured graph is the one a CPU build gives. Yields the list of devices that
+    were rewritten (empty when nothing was), for the trace's notes."""
+    cls = torch.amp.autocast_mode.autocast
+    original = cls.__init__
+    rewritten: list[str] = []
+
+    def init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        if device_type == "meta":
+            rewritten.append(device_type)
+            device_type = "cpu"
+        original(self, device_type, *args, **kwargs)
+
+    cls.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield rewritten
+    finally:
+        cls.__init__ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _eval_mode(model: nn.Module) -> Iterator[None]:
     flags = {m: m.training for m in model.modules()}
     model.eval()
@@ -411,6 +438,14 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
     return construct, loc
 
 
+def _note_autocast(g: TracedGraph, rewritten: list[str]) -> None:
+    if rewritten:
+        g.notes.append(
+            f"{len(rewritten)} autocast region(s) opened on the meta device were captured as CPU "
+            "autocast (autocast has no meta backend; on meta tensors the graph is the same)"
+        )
+
+
 def trace(
     model: nn.Module,
     example_inputs: Any,
@@ -428,11 +463,12 @@ def trace(
     args, kwargs = _normalise_inputs(example_inputs)
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
-    with _eval_mode(model), _quiet():
+    with _eval_mode(model), _quiet(), meta_autocast() as rewritten:
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic)
                 g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
                 return g
             except TraceError:
                 raise
@@ -446,6 +482,7 @@ def trace(
                     where = f" at {loc.file}:{loc.line}" if loc else ""
                     g.notes.append(f"torch.export failed ({construct}{where}); used symbolic tracing")
                 g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
                 return g
             except Exception as err:
                 errors.append(("symbolic tracing", err))
