@@ -1,7 +1,18 @@
 """Hugging Face architectures built from their config classes with random weights (no download).
 
-``hf:<model_type>`` builds any architecture in transformers' config mapping at a small default
-size (2 layers, width 64); ``--set key=value`` overrides config fields.
+``hf:<model_type>`` builds any architecture in transformers' config mapping at a small size (2
+layers, width 64); ``--set key=value`` overrides config fields (``text_config.hidden_size=32``
+reaches into a sub-config).
+
+Shrinking a default config field by field breaks the relations the architecture needs (a rotary
+dimension larger than the new head, an embedding wider than the hidden size, a per-layer list
+longer than the layer count), so the config is rebuilt through its own class: size fields are
+scaled by one factor per (sub-)config, fields the class derives (``head_dim``, ``layer_types``...)
+are left for it to derive again, and per-layer lists keep one layer of each kind. Several plans,
+from smallest to the unchanged default, are tried in order; a plan is taken when the model builds
+and a forward pass on the meta device accepts the inputs built for it (``main_input_name``:
+token ids, images, audio features or waveforms, image-text pairs; ``labels`` where the head
+computes a loss).
 
 >>> model, inputs = build("gpt2", {"n_layer": 2})     # doctest: +SKIP
 """
@@ -9,39 +20,46 @@ size (2 layers, width 64); ``--set key=value`` overrides config fields.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
+import inspect
 import logging
 import os
+import time
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value"]
+__all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value", "make_config", "resolve_type", "model_types", "Built"]
 
 
 class HFError(ValueError):
-    """A bad model type, a bad config key or value, or transformers missing."""
+    """A bad model type, a bad config key or value, a type that cannot be built, or transformers missing."""
 
 
+# The sizes a shrunk model aims at: each (sub-)config's main width becomes WIDTH and every size
+# field scales with it; attention gets HEADS heads of HEAD_DIM; stacks get LAYERS layers.
 SMALL_DEFAULTS: dict[str, Any] = {
-    "num_hidden_layers": 2,
-    "hidden_size": 64,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
-    "vocab_size": 128,
-    "max_position_embeddings": 128,
+    "layers": 2,
+    "width": 64,
+    "heads": 4,
+    "kv_heads": 2,
     "head_dim": 16,
-    # encoder-decoder (T5 family) spelling
-    "num_layers": 2,
-    "num_decoder_layers": 2,
-    "d_model": 64,
-    "d_ff": 128,
-    "d_kv": 16,
-    "num_heads": 4,
+    "vocab": 128,
+    "positions": 128,
+    "experts": 4,
+    "experts_per_token": 2,
+    "image_patch": 8,
+    "image_size": 32,
+    "audio_positions": 32,
+    "frames": 4,
 }
+
+_BUDGET_S = 60.0  # plan search stops trying alternatives after this long (the first build is kept)
 
 
 def parse_value(text: str) -> Any:
@@ -63,10 +81,12 @@ def parse_value(text: str) -> Any:
 def _quiet() -> Iterator[None]:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    loggers = [logging.getLogger(n) for n in ("transformers", "torchao", "torch.utils._pytree", "torch")]
+    names = ("transformers", "torchao", "torch.utils._pytree", "torch", "torch._subclasses.fake_tensor")
+    loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        # the meta probe's failures are expected: fake-tensor dispatch logs them at ERROR
+        lg.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -77,6 +97,7 @@ def _quiet() -> Iterator[None]:
 
 
 def _transformers() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import transformers
     except ImportError as err:  # pragma: no cover - depends on the environment
@@ -84,38 +105,748 @@ def _transformers() -> Any:
     return transformers
 
 
-def make_config(model_type: str, overrides: Mapping[str, Any] | None = None) -> Any:
-    tf = _transformers()
+# -- model types ----------------------------------------------------------------------------
+
+
+def model_types() -> list[str]:
+    """Every model type in transformers' config mapping."""
+    _transformers()
     from transformers import CONFIG_MAPPING
 
-    if model_type not in CONFIG_MAPPING:
-        close = [k for k in CONFIG_MAPPING if model_type.replace("-", "_") in k][:5]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise HFError(f"unknown Hugging Face model type {model_type!r}{hint}")
-    cls = CONFIG_MAPPING[model_type]
-    cfg = cls()
-    known = set(cfg.to_dict()) | set(getattr(cfg, "attribute_map", {}))
-    for key, value in SMALL_DEFAULTS.items():
-        if key in known:
-            setattr(cfg, key, value)
-    if hasattr(cfg, "use_cache"):
-        cfg.use_cache = False
-    if getattr(cfg, "is_encoder_decoder", False):
-        for key in ("decoder_start_token_id", "pad_token_id"):
-            if getattr(cfg, key, None) is None:
-                setattr(cfg, key, 0)
-    vocab = getattr(cfg, "vocab_size", None)
-    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
+    return sorted(CONFIG_MAPPING.keys())
+
+
+def resolve_type(name: str) -> str:
+    """The config-mapping key for ``name``; an unknown name suggests the nearest ones."""
+    types = model_types()
+    if name in types:
+        return name
+    norm = name.lower().replace("_", "-")
+    spelled = {t.lower().replace("_", "-"): t for t in types}
+    close = difflib.get_close_matches(norm, list(spelled), n=3, cutoff=0.75)
+    hint = f" (did you mean {', '.join(spelled[c] for c in close)}?)" if close else ""
+    raise HFError(f"unknown Hugging Face model type {name!r}{hint}")
+
+
+# -- shrinking a config -----------------------------------------------------------------------
+
+_WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "width", "emb_dim", "embedding_dim")
+_WIDTH_SUFFIX = (
+    "hidden_size", "hidden_dim", "d_model", "n_embd", "embed_dim", "emb_dim", "embedding_size", "embedding_dim",
+    "intermediate_size", "ffn_dim", "d_ff", "n_inner", "mlp_dim", "bottleneck_size", "lora_rank", "proj_dim",
+    "projection_dim", "d_inner", "inner_dim", "conv_dim", "hidden_sizes", "embed_dims", "out_channels",
+    "hidden_channels", "stage_out_channels", "filter_size", "fpn_dim", "expert_dim", "inner_size", "intermediate_dim",
+)
+_WIDTH_EXACT = {"dim", "width", "channels", "d_inner", "in_channels_list"}
+_HEAD_DIM_SUFFIX = ("head_dim", "head_size", "d_kv", "kv_channels", "dim_head", "rotary_dim", "rope_dim", "rope_head_dim",
+                    "nope_head_dim", "v_head_dim", "qk_head_dim")
+_NOT_SIZE = ("vocab", "position", "max_", "patch", "image", "kernel", "window", "stride", "mel", "label", "token",
+             "num_channels", "sampling", "sample_rate", "bucket", "distance", "frames", "chunk", "codebook_size")
+_LAYER_EXACT = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+                "num_encoder_layers", "num_decoder_layers", "depth", "layers", "decoder_num_layers", "encoder_num_layers",
+                "num_blocks", "text_layers", "vision_layers", "num_text_layers", "num_vision_layers"}
+_LAYER_LISTS = ("depths", "blocks_per_stage", "num_layers_per_stage", "layers_per_stage")
+_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
+_EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token", "moe_k",
+                      "num_experts_per_token", "top_k", "router_top_k")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_int(x) for x in v)
+
+
+def _round(v: float, multiple: int = 8, floor: int = 8) -> int:
+    return max(floor, int(round(v / multiple)) * multiple)
+
+
+def _pow2_at_most(n: int, cap: int) -> int:
+    out = 1
+    while out * 2 <= min(n, cap):
+        out *= 2
+    return out
+
+
+def _declared(cls: type) -> dict[str, Any]:
+    """Each dataclass field's declared default (``dataclasses.MISSING`` when it has none)."""
+    out: dict[str, Any] = {}
+    if not dataclasses.is_dataclass(cls):
+        return out
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = "<factory>"
+        else:
+            out[f.name] = dataclasses.MISSING
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How far a config is shrunk: each later plan gives up a kind of change the earlier broke."""
+
+    name: str
+    widths: bool = True  # scale sizes, heads and head dims
+    vocab: bool = True
+    layers: bool = True
+    extras: bool = True  # experts, images, audio positions
+
+
+PLANS = (
+    Plan("small"),
+    Plan("small-vocab-kept", vocab=False),
+    Plan("layers-only", widths=False, extras=False),
+    Plan("default", widths=False, vocab=False, layers=False, extras=False),
+)
+
+
+def _subconfigs(cfg: Any) -> dict[str, Any]:
+    from transformers import PretrainedConfig
+
+    return {k: v for k, v in vars(cfg).items() if isinstance(v, PretrainedConfig)}
+
+
+def _main_width(cfg: Any) -> int | None:
+    for key in _WIDTH_KEYS:
         v = getattr(cfg, key, None)
-        if isinstance(v, int) and isinstance(vocab, int) and v >= vocab:
-            setattr(cfg, key, vocab - 1)
-    for key, value in (overrides or {}).items():
+        if _is_int(v) and v > 0:
+            return int(v)
+    return None
+
+
+def _collect_widths(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
+    """Original main width -> new width over the whole config tree: a field in one sub-config that
+    equals another's width (a projector's input, a Q-Former's ``encoder_hidden_size``) follows it."""
+    w = _main_width(cfg)
+    if w is not None and plan.widths and w > SMALL_DEFAULTS["width"]:
+        out.setdefault(w, SMALL_DEFAULTS["width"])
+    for sub in _subconfigs(cfg).values():
+        _collect_widths(sub, plan, out)
+
+
+@dataclass
+class _Shrink:
+    plan: Plan
+    widths: dict[int, int]
+    vocab_map: dict[str, int] = field(default_factory=dict)
+
+
+def _layer_count(cfg: Any) -> tuple[str, int] | None:
+    for key in ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "depth", "decoder_layers", "encoder_layers"):
+        v = getattr(cfg, key, None)
+        if _is_int(v) and v > 0:
+            return key, int(v)
+    return None
+
+
+def _keep_layers(values: list[Any], n: int) -> list[int]:
+    """Indices of the layers kept: the first of each kind, then the earliest, at least ``n``."""
+    keep: list[int] = []
+    seen: list[Any] = []
+    for i, v in enumerate(values):
+        if v not in seen:
+            seen.append(v)
+            keep.append(i)
+    for i in range(len(values)):
+        if len(keep) >= n:
+            break
+        if i not in keep:
+            keep.append(i)
+    return sorted(keep)
+
+
+def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
+    """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts)."""
+    plan = shrink.plan
+    declared = _declared(type(cfg))
+    values = {k: getattr(cfg, k) for k in declared if hasattr(cfg, k)}
+    subs = _subconfigs(cfg)
+    out: dict[str, Any] = {}
+    width = _main_width(cfg)
+    list_width = None
+    if width is None:
+        for key in ("hidden_sizes", "embed_dims", "hidden_size", "channels"):
+            v = values.get(key)
+            if _int_list(v):
+                list_width = max(v)
+                break
+    ratio = 1.0
+    if plan.widths:
+        if width is not None and width > SMALL_DEFAULTS["width"]:
+            ratio = SMALL_DEFAULTS["width"] / width
+        elif list_width is not None and list_width > 2 * SMALL_DEFAULTS["width"]:
+            ratio = 2 * SMALL_DEFAULTS["width"] / list_width
+    heads0 = next((int(values[k]) for k in ("num_attention_heads", "num_heads", "n_head", "n_heads",
+                                            "encoder_attention_heads", "decoder_attention_heads")
+                   if _is_int(values.get(k)) and values[k] > 0), None)
+    head_dims = [int(v) for k, v in values.items() if _is_int(v) and v > 0 and k.endswith(("head_dim", "d_kv", "kv_channels", "head_size", "dim_head"))]
+    if width and heads0:
+        head_dims.append(width // heads0)
+    head_ratio = SMALL_DEFAULTS["head_dim"] / max(head_dims) if plan.widths and head_dims and max(head_dims) > SMALL_DEFAULTS["head_dim"] else 1.0
+    new_heads = _pow2_at_most(heads0, SMALL_DEFAULTS["heads"]) if heads0 and plan.widths else heads0
+
+    # per-layer lists: keep one layer of each kind, the same layers in every list
+    layer = _layer_count(cfg)
+    keep: list[int] | None = None
+    if plan.layers and layer and layer[1] > SMALL_DEFAULTS["layers"]:
+        n0 = layer[1]
+        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= 5
+                     and declared.get(k) is not None]
+        keep = list(range(SMALL_DEFAULTS["layers"]))
+        for k in per_layer:
+            keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
+        keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 6))]
+    n_layers = len(keep) if keep is not None else None
+
+    for key, value in values.items():
+        decl = declared.get(key, dataclasses.MISSING)
+        if key in subs:
+            if value is not None:
+                sub = subs[key]
+                kw = shrink_kwargs(sub, shrink)
+                kw["model_type"] = getattr(sub, "model_type", "")
+                out[key] = kw
+            continue
+        if value is None or isinstance(value, bool):
+            continue
+        low = key.lower()
+        kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
+        if decl is None and not kv_like:
+            out[key] = None  # the class derives it (head_dim, layer_types, intermediate_size...): derive again
+            continue
+        new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
+                            new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
+        if new is not _SAME:
+            out[key] = new
+    return out
+
+
+_SAME = object()
+
+
+def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shrink: _Shrink, *, ratio: float,
+                  head_ratio: float, heads0: int | None, new_heads: int | None, layer: tuple[str, int] | None,
+                  keep: list[int] | None, n_layers: int | None) -> Any:
+    plan = shrink.plan
+    # layer counts and per-layer lists
+    if plan.layers:
+        if layer and key == layer[0] and n_layers is not None:
+            return n_layers
+        if _is_int(value) and value > SMALL_DEFAULTS["layers"] and (
+            low in _LAYER_EXACT or (low.endswith("_layers") and low.startswith(("num_", "n_")) and not any(
+                w in low for w in ("feat", "conv", "extract", "nextn", "mtp", "dense", "adapter", "pos", "upsampl", "resid")))
+        ):
+            return SMALL_DEFAULTS["layers"]
+        if low in _LAYER_LISTS and _int_list(value):
+            return type(value)(min(x, SMALL_DEFAULTS["layers"]) for x in value)
+        if keep is not None and layer and isinstance(value, (list, tuple, str)) and len(value) == layer[1] and layer[1] >= 5:
+            picked = [value[i] for i in keep]
+            return "".join(picked) if isinstance(value, str) else type(value)(picked)
+        if keep is not None and layer and _int_list(value) and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx")) \
+                and all(-layer[1] <= x < layer[1] for x in value) and len(value) < layer[1]:
+            n = n_layers or SMALL_DEFAULTS["layers"]
+            mapped = sorted({min(n - 1, round(x * (n - 1) / max(1, layer[1] - 1))) if x >= 0 else max(x, -n) for x in value})
+            return type(value)(mapped)
+        if low == "first_k_dense_replace" and _is_int(value) and value > 1:
+            return 1
+    # vocabulary and the special tokens inside it
+    if plan.vocab and _is_int(value) and value > SMALL_DEFAULTS["vocab"] and low.endswith("vocab_size") and low != "type_vocab_size":
+        return SMALL_DEFAULTS["vocab"]
+    if plan.vocab and (low.endswith(("_token_id", "_token_index", "_token_ids")) or low in ("decoder_start_token_id",)):
+        return _remap_tokens(key, value, shrink)
+    if plan.vocab and low in ("max_position_embeddings", "n_positions", "max_target_positions", "n_ctx") and _is_int(value) \
+            and value > SMALL_DEFAULTS["positions"]:
+        return SMALL_DEFAULTS["positions"]
+    if plan.extras:
+        if low in _EXPERTS and _is_int(value) and value > SMALL_DEFAULTS["experts"]:
+            return SMALL_DEFAULTS["experts"]
+        if low in _EXPERTS_PER_TOKEN and _is_int(value) and value > SMALL_DEFAULTS["experts_per_token"]:
+            return SMALL_DEFAULTS["experts_per_token"]
+        if low == "n_group" and _is_int(value) and value > 2:
+            return 2
+        if low == "topk_group" and _is_int(value) and value > 1:
+            return 1
+        if low == "max_source_positions" and _is_int(value) and value > SMALL_DEFAULTS["audio_positions"]:
+            return SMALL_DEFAULTS["audio_positions"]
+        if low in ("num_frames", "frames_per_clip") and _is_int(value) and value > SMALL_DEFAULTS["frames"]:
+            return SMALL_DEFAULTS["frames"]
+        if low == "patch_size" and _is_int(value) and value > SMALL_DEFAULTS["image_patch"]:
+            return SMALL_DEFAULTS["image_patch"]
+        if low == "window_size" and _is_int(value) and value > 2 and "image_size" in values:
+            return 2  # windowed vision attention: every stage must stay at least one window wide
+        if low == "image_size" and (_is_int(value) or _int_list(value)):
+            patch = values.get("patch_size")
+            p = min(patch, SMALL_DEFAULTS["image_patch"]) if _is_int(patch) else (
+                SMALL_DEFAULTS["image_patch"] if _int_list(patch) else 4)
+            side = max(SMALL_DEFAULTS["image_size"], 8 * p)
+            window = values.get("window_size")
+            stages = values.get("depths")
+            if _is_int(window) and _int_list(stages):
+                side = max(side, p * min(window, 2) * 2 ** (len(stages) - 1))
+            if _is_int(value):
+                return min(value, side)
+            return type(value)(min(x, side) for x in value)
+    if not plan.widths:
+        return _SAME
+    # attention heads
+    if _is_int(value) and value > 0:
+        kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
+        if kv_like:
+            h = new_heads or SMALL_DEFAULTS["heads"]
+            if heads0 is not None and value == heads0:
+                return h
+            k = min(value, SMALL_DEFAULTS["kv_heads"], h)
+            while h % k:
+                k -= 1
+            return k
+        if low.endswith("heads") or low in ("n_head", "num_heads"):
+            return _pow2_at_most(value, SMALL_DEFAULTS["heads"])
+        if low.endswith(_HEAD_DIM_SUFFIX) and head_ratio < 1:
+            new = max(2, int(round(value * head_ratio)))
+            return new + (new % 2)
+    if low.endswith("heads") and _int_list(value):
+        base = min(value)
+        return type(value)(_pow2_at_most(max(1, x // base), 8) for x in value)
+    # widths: scaled by the config's ratio, or following the width they equal elsewhere in the tree
+    if any(w in low for w in _NOT_SIZE) or low == "num_channels":
+        return _SAME
+    width_like = low in _WIDTH_EXACT or low.endswith(_WIDTH_SUFFIX)
+    if width_like and _is_int(value) and value >= 16:
+        if value in shrink.widths:
+            return shrink.widths[value]
+        if ratio < 1:
+            return _round(value * ratio)
+    if width_like and _int_list(value) and ratio < 1 and min(value) >= 16:
+        return type(value)(_round(x * ratio) for x in value)
+    return _SAME
+
+
+def _remap_tokens(key: str, value: Any, shrink: _Shrink) -> Any:
+    """Special token ids beyond the new vocabulary move to its top, each to a slot of its own."""
+    vocab = SMALL_DEFAULTS["vocab"]
+
+    def one(v: Any) -> Any:
+        if not _is_int(v) or v < vocab // 2:
+            return v
+        slot = shrink.vocab_map.setdefault(f"{v}", vocab - 1 - len(shrink.vocab_map))
+        return max(slot, vocab // 2)
+
+    if isinstance(value, (list, tuple)):
+        return type(value)(one(v) for v in value)
+    return one(value)
+
+
+def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, Any], model_type: str) -> None:
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        target, node = kwargs, cfg
+        for part in parts[:-1]:
+            sub = target.get(part)
+            if not isinstance(sub, dict) or not hasattr(node, part):
+                raise HFError(f"{model_type} config has no sub-config {part!r} (in --set {dotted})")
+            target, node = sub, getattr(node, part)
+        key = parts[-1]
+        amap = getattr(node, "attribute_map", {}) or {}
+        key = amap.get(key, key)
+        known = set(_declared(type(node))) | set(vars(node))
         if key not in known:
-            raise HFError(f"{model_type} config has no field {key!r}")
-        setattr(cfg, key, value)
-    cfg._attn_implementation = "sdpa"
-    del tf
+            raise HFError(f"{model_type} config has no field {parts[-1]!r}")
+        target[key] = value
+
+
+def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, plan: Plan = PLANS[0]) -> Any:
+    """The model type's config, shrunk by ``plan``, with ``overrides`` applied on top."""
+    _transformers()
+    from transformers import CONFIG_MAPPING
+
+    model_type = resolve_type(model_type)
+    cls = CONFIG_MAPPING[model_type]
+    try:
+        base = cls()
+    except Exception as err:
+        raise HFError(f"{model_type}: its default config cannot be built: {_short(err)}") from None
+    widths: dict[int, int] = {}
+    _collect_widths(base, plan, widths)
+    kwargs = shrink_kwargs(base, _Shrink(plan, widths)) if plan.name != "default" else {}
+    if "use_cache" in _declared(cls) or hasattr(base, "use_cache"):
+        kwargs["use_cache"] = False
+    _apply_overrides(kwargs, base, overrides or {}, model_type)
+    try:
+        cfg = cls(**kwargs)
+    except (TypeError, ValueError, KeyError, AttributeError, AssertionError, ZeroDivisionError) as err:
+        raise HFError(f"{model_type}: config rejected ({plan.name} plan): {_short(err)}") from None
+    _finish_config(cfg)
     return cfg
+
+
+def _finish_config(cfg: Any) -> None:
+    """Settings no plan should change: no cache, no pretrained backbone, valid special tokens."""
+    for c in _walk(cfg):
+        if hasattr(c, "use_cache"):
+            with contextlib.suppress(Exception):
+                c.use_cache = False
+        for key in ("use_pretrained_backbone", "use_timm_backbone"):
+            if getattr(c, key, None):
+                with contextlib.suppress(Exception):
+                    setattr(c, key, False)
+        vocab = getattr(c, "vocab_size", None)
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
+            v = getattr(c, key, None)
+            if _is_int(vocab) and _is_int(v) and v >= vocab:
+                with contextlib.suppress(Exception):
+                    setattr(c, key, vocab - 1)
+        if getattr(c, "is_encoder_decoder", False):
+            for key in ("decoder_start_token_id", "pad_token_id"):
+                if getattr(c, key, None) is None and hasattr(c, key):
+                    with contextlib.suppress(Exception):
+                        setattr(c, key, 0)
+
+
+def _walk(cfg: Any) -> Iterator[Any]:
+    yield cfg
+    for sub in _subconfigs(cfg).values():
+        yield from _walk(sub)
+
+
+def _short(err: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:limit]}"
+
+
+# -- heads ------------------------------------------------------------------------------------
+
+# (mapping, what the labels are) in order of preference: a head that returns a loss first
+_HEADS = (
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_MAPPING_NAMES", "none"),
+)
+
+
+def head_classes(model_type: str) -> list[tuple[str, str, str]]:
+    """``(task, class name, label kind)`` for every head the type has, loss-returning heads first."""
+    from transformers.models.auto import modeling_auto
+
+    out: list[tuple[str, str, str]] = []
+    for mapping, labels in _HEADS:
+        names = getattr(modeling_auto, mapping, {}).get(model_type)
+        if names is None:
+            continue
+        for name in names if isinstance(names, (list, tuple)) else (names,):
+            task = mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower() or "base"
+            if mapping == "MODEL_MAPPING_NAMES":
+                task = "base"
+            if all(name != n for _, n, _ in out):
+                out.append((task, name, labels))
+    return out
+
+
+def has_base_model(model_type: str) -> bool:
+    from transformers.models.auto import modeling_auto
+
+    return model_type in modeling_auto.MODEL_MAPPING_NAMES
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+def _find(cfg: Any, *keys: str) -> Any:
+    """The first of ``keys`` set in the config or (breadth first) its sub-configs."""
+    queue = [cfg]
+    while queue:
+        c = queue.pop(0)
+        for k in keys:
+            v = getattr(c, k, None)
+            if v is not None and not isinstance(v, bool):
+                return v
+        queue.extend(_subconfigs(c).values())
+    return None
+
+
+def _vision_cfg(cfg: Any) -> Any:
+    for c in _walk(cfg):
+        if getattr(c, "image_size", None) is not None or getattr(c, "patch_size", None) is not None:
+            return c
+    return cfg
+
+
+def _side(v: Any, default: int) -> tuple[int, int]:
+    if _is_int(v):
+        return int(v), int(v)
+    if _int_list(v) and len(v) >= 2:
+        return int(v[0]), int(v[1])
+    return default, default
+
+
+def _token_ids(cfg: Any, batch: int, seq: int, g: torch.Generator) -> torch.Tensor:
+    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    vocab = getattr(text, "vocab_size", None) or _find(cfg, "vocab_size") or 100
+    special = [int(v) for c in _walk(cfg) for k, v in vars(c).items()
+               if _is_int(v) and k.endswith(("_token_id", "_token_index")) and "pad" not in k and "bos" not in k
+               and "eos" not in k and "start" not in k and v >= 3]
+    high = min([int(vocab)] + [s for s in special if s < vocab])
+    return torch.randint(0, max(2, high), (batch, seq), generator=g)
+
+
+def _image(cfg: Any, batch: int, g: torch.Generator) -> torch.Tensor:
+    vc = _vision_cfg(cfg)
+    h, w = _side(getattr(vc, "image_size", None), 64)
+    ch = getattr(vc, "num_channels", None)
+    ch = ch if _is_int(ch) else 3
+    return torch.randn(batch, ch, h, w, generator=g)
+
+
+def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int, seed: int) -> list[tuple[str, dict[str, Any]]]:
+    """Candidate keyword inputs for the model, most faithful first."""
+    g = torch.Generator().manual_seed(seed)
+    params = _forward_params(model)
+    main = getattr(model, "main_input_name", "input_ids")
+    main = main[0] if isinstance(main, (list, tuple)) else main
+    ids = _token_ids(cfg, batch, seq, g)
+    layouts: list[tuple[str, dict[str, Any]]] = []
+    if main == "input_ids" or main not in ("pixel_values", "input_values", "input_features", "pixel_values_videos"):
+        base = {"input_ids": ids} if "input_ids" in params else {}
+        if "pixel_values" in params:
+            image = _image(cfg, batch, g)
+            token = _find(cfg, "image_token_id", "image_token_index")
+            with_tokens = _image_text(model, cfg, ids, image, token)
+            if with_tokens is not None:
+                layouts.append(("input_ids+pixel_values (image tokens)", with_tokens))
+            layouts.append(("input_ids+pixel_values", {**base, "pixel_values": image}))
+        if base:
+            layouts.append(("input_ids", base))
+    elif main == "pixel_values":
+        image = _image(cfg, batch, g)
+        layouts.append(("pixel_values", {"pixel_values": image}))
+        frames = _find(cfg, "num_frames")
+        if _is_int(frames):
+            layouts.append(("pixel_values (video)", {"pixel_values": image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}))
+        if "input_ids" in params:
+            layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": image, "input_ids": ids}))
+    elif main == "pixel_values_videos":
+        image = _image(cfg, batch, g)
+        frames = _find(cfg, "num_frames", "frames_per_clip") or SMALL_DEFAULTS["frames"]
+        layouts.append(("pixel_values_videos", {"pixel_values_videos": image.unsqueeze(1).expand(-1, int(frames), -1, -1, -1).contiguous()}))
+    elif main == "input_values":
+        n = 3200
+        ch = _find(cfg, "audio_channels")
+        layouts.append(("input_values", {"input_values": torch.randn(batch, n, generator=g)}))
+        layouts.append(("input_values (channels)", {"input_values": torch.randn(batch, int(ch) if _is_int(ch) else 1, n, generator=g)}))
+        mel = _find(cfg, "num_mel_bins")
+        if _is_int(mel):
+            layouts.insert(0, ("input_values (spectrogram)", {"input_values": torch.randn(batch, 64, int(mel), generator=g)}))
+    elif main == "input_features":
+        mel = _find(cfg, "num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim", "feature_projection_input_dim", "n_mels")
+        mel = int(mel) if _is_int(mel) else 80
+        chans = _find(cfg, "input_channels")
+        feat = mel * (int(chans) if _is_int(chans) and getattr(cfg, "input_feat_per_channel", None) else 1)
+        src = _find(cfg, "max_source_positions")
+        if _is_int(src):
+            layouts.append(("input_features", {"input_features": torch.randn(batch, mel, 2 * int(src), generator=g)}))
+        layouts.append(("input_features (frames last)", {"input_features": torch.randn(batch, mel, 64, generator=g)}))
+        layouts.append(("input_features (features last)", {"input_features": torch.randn(batch, 64, feat, generator=g)}))
+    for _, inputs in layouts:
+        _decoder_inputs(model, cfg, inputs, ids, params)
+        _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
+    return layouts
+
+
+def _image_text(model: nn.Module, cfg: Any, ids: torch.Tensor, image: torch.Tensor, token: Any) -> dict[str, Any] | None:
+    """Text with as many image tokens as the vision tower yields features (counted on meta)."""
+    get = getattr(model, "get_image_features", None)
+    if not _is_int(token) or get is None:
+        return None
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                _as_export():
+            feats = get(pixel_values=mode.from_tensor(image.to("meta")))
+    except Exception:
+        return None
+    feats = getattr(feats, "pooler_output", feats)
+    if isinstance(feats, (list, tuple)):
+        count = sum(int(f.shape[:-1].numel()) for f in feats if isinstance(f, torch.Tensor))
+    elif isinstance(feats, torch.Tensor):
+        count = int(feats.shape[:-1].numel())
+    else:
+        return None
+    per_image = count // image.shape[0]
+    if per_image <= 0 or per_image > 4096:
+        return None
+    batch, seq = ids.shape
+    text = ids[:, : max(2, seq // 2)]
+    tokens = torch.full((batch, per_image), int(token), dtype=ids.dtype)
+    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), "pixel_values": image}
+
+
+def _decoder_inputs(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.Tensor, params: set[str]) -> None:
+    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params and "labels" not in params:
+        inputs.setdefault("decoder_input_ids", ids.clone())
+
+
+def _add_labels(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.Tensor, labels: str,
+                params: set[str], batch: int, g: torch.Generator) -> None:
+    if "labels" not in params or labels == "none":
+        return
+    if labels == "class":
+        n = getattr(cfg, "num_labels", 2) or 2
+        inputs["labels"] = torch.randint(0, int(n), (batch,), generator=g)
+    elif "input_ids" in inputs and not getattr(cfg, "is_encoder_decoder", False):
+        inputs["labels"] = inputs["input_ids"].clone()
+    else:
+        inputs["labels"] = ids.clone()
+
+
+def _forward_params(model: nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _as_export() -> Iterator[None]:
+    """Run eager code on fake meta tensors the way export sees it: autocast regions on meta
+    allowed, and ``torch.compiler.is_exporting()`` true, so library code takes the same branches
+    as under ``torch.export`` (Hugging Face's MoE layers pick their exportable fallback)."""
+    from torch import compiler
+
+    from .tracer import meta_autocast
+
+    flags = (compiler._is_compiling_flag, compiler._is_exporting_flag)
+    compiler._is_compiling_flag = compiler._is_exporting_flag = True
+    try:
+        with meta_autocast():
+            yield
+    finally:
+        compiler._is_compiling_flag, compiler._is_exporting_flag = flags
+
+
+def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
+    """None when a forward pass on fake meta tensors accepts ``inputs``, else why not.
+
+    Fake tensors, as export uses: Hugging Face code sees it is being traced and takes the paths
+    export takes (plain meta tensors fail on the ``.item()`` calls of eager-only shortcuts)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                _as_export():
+            fake = {k: (mode.from_tensor(v.to("meta")) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+            model(**fake)
+    except Exception as err:
+        return _short(err, 200)
+    return None
+
+
+@dataclass
+class Built:
+    """What :func:`build` chose: the plan, the head, the inputs' layout, and what it tried."""
+
+    model_type: str
+    plan: str
+    task: str
+    head: str
+    layout: str
+    probed: bool
+    tried: list[str] = field(default_factory=list)
+
+
+_CHOICES: dict[tuple[Any, ...], tuple[Plan, str, str, str, bool, list[str]]] = {}
+
+
+def CONFIG_MAPPING_CLS(model_type: str) -> Any:  # noqa: N802 (reads as the mapping it wraps)
+    from transformers import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type]
+
+
+def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
+    cls = getattr(tf, head)
+    model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
+    return model  # type: ignore[no-any-return]
+
+
+def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> tuple[Plan, str, str, str, bool, list[str]]:
+    """Search plans x heads x input layouts on the meta device; the first whose forward runs wins."""
+    key = (model_type, tuple(sorted((k, repr(v)) for k, v in overrides.items())), batch, seq, seed)
+    if key in _CHOICES:
+        return _CHOICES[key]
+    tf = _transformers()
+    heads = head_classes(model_type)
+    if getattr(CONFIG_MAPPING_CLS(model_type)(), "is_encoder_decoder", False):
+        heads.sort(key=lambda h: h[0] not in ("seq_to_seq_causal_lm", "speech_seq_2_seq"))
+    if not heads:
+        raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
+                      "sub-model type)")
+    tried: list[str] = []
+    first: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    t0 = time.perf_counter()
+    config_errors: list[str] = []
+    previous: set[str] | None = None
+    for plan in PLANS:
+        failures: set[str] = set()
+        try:
+            cfg = make_config(model_type, overrides, plan)
+        except HFError as err:
+            if "no field" in str(err) or "no sub-config" in str(err):
+                raise
+            config_errors.append(str(err))
+            tried.append(f"{plan.name}: {err}")
+            continue
+        for task, head, labels in heads:
+            try:
+                with torch.device("meta"):
+                    torch.manual_seed(seed)
+                    model = _instantiate(tf, head, cfg)
+                model.eval()
+            except Exception as err:
+                tried.append(f"{plan.name}/{head}: build: {_short(err, 160)}")
+                continue
+            try:
+                layouts = _input_layouts(model, cfg, labels, batch, seq, seed)
+            except Exception as err:
+                tried.append(f"{plan.name}/{head}: inputs: {_short(err, 160)}")
+                continue
+            for layout, inputs in layouts:
+                if first is None:
+                    first = (plan, task, head, layout, False, tried)
+                why = _probe(model, inputs)
+                if why is None:
+                    choice = (plan, task, head, layout, True, tried)
+                    _CHOICES[key] = choice
+                    return choice
+                tried.append(f"{plan.name}/{head}/{layout}: {why}")
+                failures.add(why)
+            if time.perf_counter() - t0 > _BUDGET_S and first is not None:
+                break
+        if time.perf_counter() - t0 > _BUDGET_S and first is not None:
+            break
+        if first is not None and previous is not None and failures and failures <= previous:
+            break  # the smaller plan failed the same way: the size is not the cause, stop shrinking less
+        previous = failures if failures else previous
+    if first is None:
+        why = tried[0] if tried else (config_errors[0] if config_errors else "?")
+        raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
+    _CHOICES[key] = first
+    return first
 
 
 def build(
@@ -125,43 +856,31 @@ def build(
     seq: int = 16,
     seed: int = 0,
     device: str | torch.device = "cpu",
+    info: list[Built] | None = None,
 ) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """The model (task head chosen by architecture) and keyword inputs ``input_ids``, ``labels``."""
+    """The model (the first head that returns a loss, else the base model) and its keyword inputs.
+
+    ``info``, when given, receives a :class:`Built` saying which plan, head and inputs were chosen."""
     tf = _transformers()
+    model_type = resolve_type(model_type)
+    overrides = dict(overrides or {})
     with _quiet():
-        cfg = make_config(model_type, overrides)
+        plan, task, head, layout, probed, tried = _choose(model_type, overrides, batch, seq, seed)
+        cfg = make_config(model_type, overrides, plan)
         torch.manual_seed(seed)
-        model = None
-        errors = []
-        heads = (
-            ("AutoModelForSeq2SeqLM", "AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel")
-            if getattr(cfg, "is_encoder_decoder", False)
-            else ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel")
-        )
-        ctx = torch.device(device) if str(device) == "meta" else contextlib.nullcontext()
-        for head in heads:
-            try:
-                with ctx:  # type: ignore[attr-defined]
-                    model = getattr(tf, head).from_config(cfg)
-                break
-            except (ValueError, KeyError, AttributeError) as err:
-                errors.append(f"{head}: {err}")
-        if model is None:
-            raise HFError(f"cannot build {model_type} from its config: {errors[-1] if errors else '?'}")
+        try:
+            ctx: Any = torch.device("meta") if str(device) == "meta" else contextlib.nullcontext()
+            with ctx:
+                model = _instantiate(tf, head, cfg)
+        except Exception as err:
+            raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
         model.eval()
-    vocab = int(getattr(cfg, "vocab_size", 100) or 100)
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (batch, seq), generator=g)
-    inputs: dict[str, torch.Tensor] = {"input_ids": ids}
-    if "labels" in _forward_params(model):
-        inputs["labels"] = ids.clone()
+        layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed))
+    inputs = layouts.get(layout) or next(iter(layouts.values()))
+    if info is not None:
+        info.append(Built(model_type, plan.name, task, head, layout, probed, list(tried)))
     return model, inputs
 
 
-def _forward_params(model: nn.Module) -> set[str]:
-    import inspect
-
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
+def _label_kind(model_type: str, head: str) -> str:
+    return next((labels for _, name, labels in head_classes(model_type) if name == head), "none")
