@@ -136,6 +136,7 @@ _WIDTH_SUFFIX = (
     "intermediate_size", "ffn_dim", "d_ff", "n_inner", "mlp_dim", "bottleneck_size", "lora_rank", "proj_dim",
     "projection_dim", "d_inner", "inner_dim", "conv_dim", "hidden_sizes", "embed_dims", "out_channels",
     "hidden_channels", "stage_out_channels", "filter_size", "fpn_dim", "expert_dim", "inner_size", "intermediate_dim",
+    "_dim",
 )
 _WIDTH_EXACT = {"dim", "width", "channels", "d_inner", "in_channels_list"}
 _HEAD_DIM_SUFFIX = ("head_dim", "head_size", "d_kv", "kv_channels", "dim_head", "rotary_dim", "rope_dim", "rope_head_dim",
@@ -149,6 +150,14 @@ _LAYER_LISTS = ("depths", "blocks_per_stage", "num_layers_per_stage", "layers_pe
 _EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
 _EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token", "moe_k",
                       "num_experts_per_token", "top_k", "router_top_k")
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """``getattr`` that never raises: some configs refuse to read per-layer fields globally."""
+    try:
+        return getattr(obj, key, default)
+    except Exception:
+        return default
 
 
 def _is_int(v: Any) -> bool:
@@ -191,6 +200,7 @@ class Plan:
 
     name: str
     widths: bool = True  # scale sizes, heads and head dims
+    head_dims: bool = True  # False: keep each head's dim (model code that hard-codes rotary sections)
     vocab: bool = True
     layers: bool = True
     extras: bool = True  # experts, images, audio positions
@@ -199,6 +209,8 @@ class Plan:
 PLANS = (
     Plan("small"),
     Plan("small-vocab-kept", vocab=False),
+    Plan("small-inputs-kept", extras=False),
+    Plan("small-head-dims-kept", head_dims=False),
     Plan("layers-only", widths=False, extras=False),
     Plan("default", widths=False, vocab=False, layers=False, extras=False),
 )
@@ -207,12 +219,12 @@ PLANS = (
 def _subconfigs(cfg: Any) -> dict[str, Any]:
     from transformers import PretrainedConfig
 
-    return {k: v for k, v in vars(cfg).items() if isinstance(v, PretrainedConfig)}
+    return {k: v for k, v in vars(cfg).items() if isinstance(v, PretrainedConfig) and not k.startswith("_")}
 
 
 def _main_width(cfg: Any) -> int | None:
     for key in _WIDTH_KEYS:
-        v = getattr(cfg, key, None)
+        v = _get(cfg, key)
         if _is_int(v) and v > 0:
             return int(v)
     return None
@@ -222,8 +234,13 @@ def _collect_widths(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
     """Original main width -> new width over the whole config tree: a field in one sub-config that
     equals another's width (a projector's input, a Q-Former's ``encoder_hidden_size``) follows it."""
     w = _main_width(cfg)
-    if w is not None and plan.widths and w > SMALL_DEFAULTS["width"]:
-        out.setdefault(w, SMALL_DEFAULTS["width"])
+    heads = next((int(v) for k in ("num_attention_heads", "num_heads", "n_head", "n_heads")
+                  if _is_int(v := _get(cfg, k)) and v > 0), None)
+    target = SMALL_DEFAULTS["width"]
+    if not plan.head_dims and w and heads:
+        target = max(target, _pow2_at_most(heads, SMALL_DEFAULTS["heads"]) * (w // heads))
+    if w is not None and plan.widths and w > target:
+        out.setdefault(w, target)
     for sub in _subconfigs(cfg).values():
         _collect_widths(sub, plan, out)
 
@@ -237,7 +254,7 @@ class _Shrink:
 
 def _layer_count(cfg: Any) -> tuple[str, int] | None:
     for key in ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "depth", "decoder_layers", "encoder_layers"):
-        v = getattr(cfg, key, None)
+        v = _get(cfg, key)
         if _is_int(v) and v > 0:
             return key, int(v)
     return None
@@ -263,7 +280,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
     """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts)."""
     plan = shrink.plan
     declared = _declared(type(cfg))
-    values = {k: getattr(cfg, k) for k in declared if hasattr(cfg, k)}
+    values = {k: v for k in declared if (v := _get(cfg, k, _SAME)) is not _SAME}
     subs = _subconfigs(cfg)
     out: dict[str, Any] = {}
     width = _main_width(cfg)
@@ -274,20 +291,25 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
             if _int_list(v):
                 list_width = max(v)
                 break
-    ratio = 1.0
-    if plan.widths:
-        if width is not None and width > SMALL_DEFAULTS["width"]:
-            ratio = SMALL_DEFAULTS["width"] / width
-        elif list_width is not None and list_width > 2 * SMALL_DEFAULTS["width"]:
-            ratio = 2 * SMALL_DEFAULTS["width"] / list_width
     heads0 = next((int(values[k]) for k in ("num_attention_heads", "num_heads", "n_head", "n_heads",
                                             "encoder_attention_heads", "decoder_attention_heads")
                    if _is_int(values.get(k)) and values[k] > 0), None)
     head_dims = [int(v) for k, v in values.items() if _is_int(v) and v > 0 and k.endswith(("head_dim", "d_kv", "kv_channels", "head_size", "dim_head"))]
     if width and heads0:
         head_dims.append(width // heads0)
-    head_ratio = SMALL_DEFAULTS["head_dim"] / max(head_dims) if plan.widths and head_dims and max(head_dims) > SMALL_DEFAULTS["head_dim"] else 1.0
     new_heads = _pow2_at_most(heads0, SMALL_DEFAULTS["heads"]) if heads0 and plan.widths else heads0
+    target = SMALL_DEFAULTS["width"]
+    if not plan.head_dims and width and heads0 and new_heads:
+        target = max(target, new_heads * (width // heads0))  # as many heads as "small", each as wide as before
+    ratio = 1.0
+    if plan.widths:
+        if width is not None and width > target:
+            ratio = target / width
+        elif list_width is not None and list_width > 2 * SMALL_DEFAULTS["width"]:
+            ratio = 2 * SMALL_DEFAULTS["width"] / list_width
+    head_ratio = 1.0
+    if plan.widths and plan.head_dims and head_dims and max(head_dims) > SMALL_DEFAULTS["head_dim"]:
+        head_ratio = SMALL_DEFAULTS["head_dim"] / max(head_dims)
 
     # per-layer lists: keep one layer of each kind, the same layers in every list
     layer = _layer_count(cfg)
@@ -306,23 +328,92 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         decl = declared.get(key, dataclasses.MISSING)
         if key in subs:
             if value is not None:
-                sub = subs[key]
+                sub = _without_timm(subs[key])
                 kw = shrink_kwargs(sub, shrink)
                 kw["model_type"] = getattr(sub, "model_type", "")
                 out[key] = kw
+            continue
+        if key in ("use_timm_backbone", "use_pretrained_backbone") and value:
+            out[key] = False  # a backbone from transformers itself, random weights: no timm, no download
+            continue
+        if value is None and key.lower() in ("n_shared_experts", "num_shared_experts") and values.get("moe_intermediate_size"):
+            out[key] = 1
+            continue
+        if value is None and key.lower() in _EXPERTS + _EXPERTS_PER_TOKEN and any(
+                values.get(k) is not None for k in ("moe_intermediate_size", "expert_intermediate_size")):
+            # some default configs leave the expert counts unset and cannot be instantiated
+            out[key] = SMALL_DEFAULTS["experts" if key.lower() in _EXPERTS else "experts_per_token"]
             continue
         if value is None or isinstance(value, bool):
             continue
         low = key.lower()
         kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
-        if decl is None and not kv_like:
+        if decl is None and not kv_like and "rope" not in low:
             out[key] = None  # the class derives it (head_dim, layer_types, intermediate_size...): derive again
             continue
         new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         if new is not _SAME:
             out[key] = new
+    if plan.widths:
+        _rescale_rope_sections(values, out, new_heads)
     return out
+
+
+def _without_timm(sub: Any) -> Any:
+    """A timm backbone (timm is not a dependency) becomes transformers' own ResNet with the same
+    output stages; detection models accept any backbone config."""
+    if getattr(sub, "model_type", "") != "timm_backbone":
+        return sub
+    from transformers import ResNetConfig
+
+    indices = list(_get(sub, "out_indices") or [4])
+    return ResNetConfig(out_indices=indices, num_channels=_get(sub, "num_channels") or 3)
+
+
+def _rescale_rope_sections(values: Mapping[str, Any], out: dict[str, Any], new_heads: int | None) -> None:
+    """Multimodal rotary sections (``mrope_section``) must add up to half the rotary head dim: scale
+    them with the head dim they were written for."""
+    width = out.get("hidden_size") if _is_int(out.get("hidden_size")) else None
+
+    def new_dim(old_half: int) -> int | None:
+        for key in ("head_dim", "qk_rope_head_dim", "rotary_dim", "attention_head_dim"):
+            old = values.get(key)
+            if _is_int(old) and old == 2 * old_half:
+                new = out.get(key, old)
+                if new is None and width and new_heads:
+                    new = width // new_heads
+                return int(new) if _is_int(new) else None
+        old_width, old_heads = values.get("hidden_size"), values.get("num_attention_heads")
+        if _is_int(old_width) and _is_int(old_heads) and old_heads and old_width // old_heads == 2 * old_half:
+            return width // new_heads if width and new_heads else None
+        return None
+
+    def fix(d: dict[str, Any]) -> dict[str, Any]:
+        d = dict(d)
+        for k, v in d.items():
+            if isinstance(v, dict):
+                d[k] = fix(v)
+            elif "section" in k and _int_list(v) and len(v) > 1:
+                dim = new_dim(sum(v))
+                if dim is None or dim // 2 == sum(v):
+                    continue
+                half = dim // 2
+                scaled = [max(1, x * half // sum(v)) for x in v]
+                scaled[0] += half - sum(scaled)
+                if min(scaled) >= 1:
+                    d[k] = type(v)(scaled)
+        return d
+
+    for key, value in values.items():
+        if isinstance(value, dict) and "rope" in key and isinstance(out.get(key, value), dict):
+            fixed = fix(out.get(key, value))
+            if fixed != value:
+                out[key] = fixed
+        elif "section" in key and _int_list(value):
+            fixed = fix({key: value})[key]
+            if fixed != value:
+                out[key] = fixed
 
 
 _SAME = object()
@@ -362,6 +453,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             and value > SMALL_DEFAULTS["positions"]:
         return SMALL_DEFAULTS["positions"]
     if plan.extras:
+        if low == "num_queries" and _is_int(value) and value > 16:
+            return 16
         if low in _EXPERTS and _is_int(value) and value > SMALL_DEFAULTS["experts"]:
             return SMALL_DEFAULTS["experts"]
         if low in _EXPERTS_PER_TOKEN and _is_int(value) and value > SMALL_DEFAULTS["experts_per_token"]:
@@ -406,7 +499,7 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
         if low.endswith("heads") or low in ("n_head", "num_heads"):
             return _pow2_at_most(value, SMALL_DEFAULTS["heads"])
         if low.endswith(_HEAD_DIM_SUFFIX) and head_ratio < 1:
-            new = max(2, int(round(value * head_ratio)))
+            new = max(min(8, value), int(round(value * head_ratio)))  # rotary parts need a few pairs
             return new + (new % 2)
     if low.endswith("heads") and _int_list(value):
         base = min(value)
@@ -477,7 +570,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     _apply_overrides(kwargs, base, overrides or {}, model_type)
     try:
         cfg = cls(**kwargs)
-    except (TypeError, ValueError, KeyError, AttributeError, AssertionError, ZeroDivisionError) as err:
+    except Exception as err:  # config validators raise their own exception types
         raise HFError(f"{model_type}: config rejected ({plan.name} plan): {_short(err)}") from None
     _finish_config(cfg)
     return cfg
@@ -490,18 +583,18 @@ def _finish_config(cfg: Any) -> None:
             with contextlib.suppress(Exception):
                 c.use_cache = False
         for key in ("use_pretrained_backbone", "use_timm_backbone"):
-            if getattr(c, key, None):
+            if _get(c, key):
                 with contextlib.suppress(Exception):
                     setattr(c, key, False)
-        vocab = getattr(c, "vocab_size", None)
+        vocab = _get(c, "vocab_size", None)
         for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
-            v = getattr(c, key, None)
+            v = _get(c, key)
             if _is_int(vocab) and _is_int(v) and v >= vocab:
                 with contextlib.suppress(Exception):
                     setattr(c, key, vocab - 1)
-        if getattr(c, "is_encoder_decoder", False):
+        if _get(c, "is_encoder_decoder", False):
             for key in ("decoder_start_token_id", "pad_token_id"):
-                if getattr(c, key, None) is None and hasattr(c, key):
+                if _get(c, key) is None and hasattr(c, key):
                     with contextlib.suppress(Exception):
                         setattr(c, key, 0)
 
@@ -549,6 +642,30 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
                 task = "base"
             if all(name != n for _, n, _ in out):
                 out.append((task, name, labels))
+    if not out:
+        out = _named_like_config(model_type)
+    return out
+
+
+def _named_like_config(model_type: str) -> list[tuple[str, str, str]]:
+    """Sub-model types (``clip_text_model``...) have no auto mapping; their model class is named
+    after the config class (``CLIPTextConfig`` -> ``CLIPTextModel``)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config_name = CONFIG_MAPPING_NAMES.get(model_type, "")
+    if not config_name.endswith("Config"):
+        return []
+    stem = config_name.removesuffix("Config")
+    out = []
+    for name, task, labels in ((stem + "ForCausalLM", "causal_lm", "tokens"), (stem + "Model", "base", "none"),
+                               (stem, "base", "none")):
+        try:
+            found = getattr(transformers, name, None) is not None
+        except Exception:  # a backend the class needs is missing: the build says so
+            found = True
+        if found:
+            out.append((task, name, labels))
     return out
 
 
@@ -567,7 +684,7 @@ def _find(cfg: Any, *keys: str) -> Any:
     while queue:
         c = queue.pop(0)
         for k in keys:
-            v = getattr(c, k, None)
+            v = _get(c, k)
             if v is not None and not isinstance(v, bool):
                 return v
         queue.extend(_subconfigs(c).values())
@@ -576,7 +693,7 @@ def _find(cfg: Any, *keys: str) -> Any:
 
 def _vision_cfg(cfg: Any) -> Any:
     for c in _walk(cfg):
-        if getattr(c, "image_size", None) is not None or getattr(c, "patch_size", None) is not None:
+        if _get(c, "image_size", None) is not None or _get(c, "patch_size", None) is not None:
             return c
     return cfg
 
@@ -591,7 +708,7 @@ def _side(v: Any, default: int) -> tuple[int, int]:
 
 def _token_ids(cfg: Any, batch: int, seq: int, g: torch.Generator) -> torch.Tensor:
     text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
-    vocab = getattr(text, "vocab_size", None) or _find(cfg, "vocab_size") or 100
+    vocab = _get(text, "vocab_size", None) or _find(cfg, "vocab_size") or 100
     special = [int(v) for c in _walk(cfg) for k, v in vars(c).items()
                if _is_int(v) and k.endswith(("_token_id", "_token_index")) and "pad" not in k and "bos" not in k
                and "eos" not in k and "start" not in k and v >= 3]
@@ -601,14 +718,15 @@ def _token_ids(cfg: Any, batch: int, seq: int, g: torch.Generator) -> torch.Tens
 
 def _image(cfg: Any, batch: int, g: torch.Generator) -> torch.Tensor:
     vc = _vision_cfg(cfg)
-    h, w = _side(getattr(vc, "image_size", None), 64)
-    ch = getattr(vc, "num_channels", None)
+    h, w = _side(_get(vc, "image_size", None), 64)
+    ch = _get(vc, "num_channels", None)
     ch = ch if _is_int(ch) else 3
     return torch.randn(batch, ch, h, w, generator=g)
 
 
-def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int, seed: int) -> list[tuple[str, dict[str, Any]]]:
-    """Candidate keyword inputs for the model, most faithful first."""
+def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int, seed: int,
+                   only: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Candidate keyword inputs for the model, most faithful first (``only``: the one named so)."""
     g = torch.Generator().manual_seed(seed)
     params = _forward_params(model)
     main = getattr(model, "main_input_name", "input_ids")
@@ -618,12 +736,15 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     if main == "input_ids" or main not in ("pixel_values", "input_values", "input_features", "pixel_values_videos"):
         base = {"input_ids": ids} if "input_ids" in params else {}
         if "pixel_values" in params:
-            image = _image(cfg, batch, g)
+            image: dict[str, Any] = {"pixel_values": _image(cfg, batch, g)}
+            if "image_grid_thw" in params:
+                image = _patches_with_grid(model, cfg, {"image_grid_thw", "pixel_values"}, batch, g)
             token = _find(cfg, "image_token_id", "image_token_index")
-            with_tokens = _image_text(model, cfg, ids, image, token)
+            wanted = only is None or only == _IMAGE_TOKENS
+            with_tokens = _image_text(model, ids, image, token) if wanted else None
             if with_tokens is not None:
-                layouts.append(("input_ids+pixel_values (image tokens)", with_tokens))
-            layouts.append(("input_ids+pixel_values", {**base, "pixel_values": image}))
+                layouts.append((_IMAGE_TOKENS, with_tokens))
+            layouts.append(("input_ids+pixel_values", {**base, **image}))
         if base:
             layouts.append(("input_ids", base))
     elif main == "pixel_values":
@@ -647,25 +768,96 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         if _is_int(mel):
             layouts.insert(0, ("input_values (spectrogram)", {"input_values": torch.randn(batch, 64, int(mel), generator=g)}))
     elif main == "input_features":
-        mel = _find(cfg, "num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim", "feature_projection_input_dim", "n_mels")
-        mel = int(mel) if _is_int(mel) else 80
+        sizes = [int(v) for k in ("num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim",
+                                  "feature_projection_input_dim", "n_mels", "num_features")
+                 if _is_int(v := _find(cfg, k)) and v > 0]
         chans = _find(cfg, "input_channels")
-        feat = mel * (int(chans) if _is_int(chans) and getattr(cfg, "input_feat_per_channel", None) else 1)
+        if _is_int(chans) and _find(cfg, "input_feat_per_channel"):
+            sizes.insert(0, int(_find(cfg, "input_feat_per_channel")) * int(chans))
+        sizes = list(dict.fromkeys(sizes)) or [80]
+        mel = sizes[0]
         src = _find(cfg, "max_source_positions")
         if _is_int(src):
             layouts.append(("input_features", {"input_features": torch.randn(batch, mel, 2 * int(src), generator=g)}))
         layouts.append(("input_features (frames last)", {"input_features": torch.randn(batch, mel, 64, generator=g)}))
-        layouts.append(("input_features (features last)", {"input_features": torch.randn(batch, 64, feat, generator=g)}))
-    for _, inputs in layouts:
+        for feat in sizes:
+            layouts.append((f"input_features ({feat} features last)", {"input_features": torch.randn(batch, 64, feat, generator=g)}))
+    required = _required_params(model)
+    if {"grid_thw", "image_grid_thw"} & required:
+        layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
+    if "spatial_shapes" in required:
+        layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
+    filled: list[tuple[str, dict[str, Any]]] = []
+    for name, inputs in layouts:
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
-    return layouts
+        filled.extend(_with_masks(name, inputs, required))
+    return filled
 
 
-def _image_text(model: nn.Module, cfg: Any, ids: torch.Tensor, image: torch.Tensor, token: Any) -> dict[str, Any] | None:
+def _required_params(model: nn.Module) -> set[str]:
+    try:
+        sig = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in sig.parameters.values()
+            if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def _with_masks(name: str, inputs: dict[str, Any], required: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Required masks the layout lacks: all ones, over (batch, last dim) or (batch, second dim)."""
+    masks = sorted(r for r in required if r.endswith("mask") and r not in inputs)
+    main = next((v for v in inputs.values() if isinstance(v, torch.Tensor) and v.dim() >= 2), None)
+    if not masks or main is None:
+        return [(name, inputs)]
+    shapes = list(dict.fromkeys([(main.shape[0], main.shape[-1]), (main.shape[0], main.shape[1])]))
+    return [(f"{name}+{'+'.join(masks)}{'' if i == 0 else f' (mask over dim {1})'}",
+             {**inputs, **{m: torch.ones(shape, dtype=torch.long) for m in masks}}) for i, shape in enumerate(shapes)]
+
+
+def _patches_with_shapes(cfg: Any, batch: int, g: torch.Generator) -> dict[str, Any]:
+    """NaFlex-style vision towers take patch rows, each image's (h, w) in patches and a mask."""
+    vc = _vision_cfg(cfg)
+    patch = _find(vc, "patch_size")
+    patch = int(patch) if _is_int(patch) else 16
+    chans = _find(vc, "num_channels")
+    chans = int(chans) if _is_int(chans) else 3
+    side = 4
+    return {
+        "pixel_values": torch.randn(batch, side * side, chans * patch * patch, generator=g),
+        "spatial_shapes": torch.tensor([[side, side]] * batch),
+        "pixel_attention_mask": torch.ones(batch, side * side, dtype=torch.long),
+    }
+
+
+def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: int, g: torch.Generator) -> dict[str, Any]:
+    """Qwen-style vision towers take flattened patches and a (t, h, w) grid per image."""
+    vc = _vision_cfg(cfg)
+    patch = _find(vc, "patch_size")
+    patch = int(patch) if _is_int(patch) else 14
+    temporal = _find(vc, "temporal_patch_size")
+    temporal = int(temporal) if _is_int(temporal) else 1
+    merge = _find(vc, "spatial_merge_size", "merge_size")
+    merge = int(merge) if _is_int(merge) else 2
+    chans = _find(vc, "in_channels", "in_chans", "num_channels")
+    chans = int(chans) if _is_int(chans) else 3
+    side = 2 * merge
+    grid_name = "grid_thw" if "grid_thw" in required else "image_grid_thw"
+    patches_name = next((r for r in ("hidden_states", "pixel_values") if r in required), "pixel_values")
+    return {
+        patches_name: torch.randn(batch * side * side, chans * temporal * patch * patch, generator=g),
+        grid_name: torch.tensor([[1, side, side]] * batch),
+    }
+
+
+_IMAGE_TOKENS = "input_ids+pixel_values (image tokens)"
+_NO_IMAGE_COUNT: set[str] = set()  # model classes whose image features cannot be counted on fake tensors
+
+
+def _image_text(model: nn.Module, ids: torch.Tensor, image: dict[str, Any], token: Any) -> dict[str, Any] | None:
     """Text with as many image tokens as the vision tower yields features (counted on meta)."""
     get = getattr(model, "get_image_features", None)
-    if not _is_int(token) or get is None:
+    if not _is_int(token) or get is None or type(model).__name__ in _NO_IMAGE_COUNT:
         return None
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -673,8 +865,10 @@ def _image_text(model: nn.Module, cfg: Any, ids: torch.Tensor, image: torch.Tens
 
         with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
                 _as_export():
-            feats = get(pixel_values=mode.from_tensor(image.to("meta")))
-    except Exception:
+            feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in image.items()})
+    except Exception as err:
+        if any(k in f"{type(err).__name__}: {err}" for k in _SIZE_INDEPENDENT):
+            _NO_IMAGE_COUNT.add(type(model).__name__)
         return None
     feats = getattr(feats, "pooler_output", feats)
     if isinstance(feats, (list, tuple)):
@@ -683,17 +877,17 @@ def _image_text(model: nn.Module, cfg: Any, ids: torch.Tensor, image: torch.Tens
         count = int(feats.shape[:-1].numel())
     else:
         return None
-    per_image = count // image.shape[0]
+    batch, seq = ids.shape
+    per_image = count // batch
     if per_image <= 0 or per_image > 4096:
         return None
-    batch, seq = ids.shape
     text = ids[:, : max(2, seq // 2)]
     tokens = torch.full((batch, per_image), int(token), dtype=ids.dtype)
-    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), "pixel_values": image}
+    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **image}
 
 
 def _decoder_inputs(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.Tensor, params: set[str]) -> None:
-    if getattr(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params and "labels" not in params:
+    if _get(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params and "labels" not in params:
         inputs.setdefault("decoder_input_ids", ids.clone())
 
 
@@ -702,9 +896,9 @@ def _add_labels(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.T
     if "labels" not in params or labels == "none":
         return
     if labels == "class":
-        n = getattr(cfg, "num_labels", 2) or 2
+        n = _get(cfg, "num_labels", 2) or 2
         inputs["labels"] = torch.randint(0, int(n), (batch,), generator=g)
-    elif "input_ids" in inputs and not getattr(cfg, "is_encoder_decoder", False):
+    elif "input_ids" in inputs and not _get(cfg, "is_encoder_decoder", False):
         inputs["labels"] = inputs["input_ids"].clone()
     else:
         inputs["labels"] = ids.clone()
@@ -769,6 +963,10 @@ class Built:
     tried: list[str] = field(default_factory=list)
 
 
+# probe failures no other plan can fix: branches on values, missing arguments
+_SIZE_INDEPENDENT = ("DataDependent", "data-dependent", "missing a required argument", "missing 1 required",
+                     "unexpected keyword argument", "has no attribute")
+
 _CHOICES: dict[tuple[Any, ...], tuple[Plan, str, str, str, bool, list[str]]] = {}
 
 
@@ -791,7 +989,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         return _CHOICES[key]
     tf = _transformers()
     heads = head_classes(model_type)
-    if getattr(CONFIG_MAPPING_CLS(model_type)(), "is_encoder_decoder", False):
+    try:
+        enc_dec = bool(_get(CONFIG_MAPPING_CLS(model_type)(), "is_encoder_decoder", False))
+    except Exception:  # a default config that cannot be built: make_config below says why
+        enc_dec = False
+    if enc_dec:
         heads.sort(key=lambda h: h[0] not in ("seq_to_seq_causal_lm", "speech_seq_2_seq"))
     if not heads:
         raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
@@ -801,6 +1003,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     t0 = time.perf_counter()
     config_errors: list[str] = []
     previous: set[str] | None = None
+    hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -828,6 +1031,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
             for layout, inputs in layouts:
                 if first is None:
                     first = (plan, task, head, layout, False, tried)
+                if (head, layout) in hopeless or ("*", layout) in hopeless:
+                    continue
                 why = _probe(model, inputs)
                 if why is None:
                     choice = (plan, task, head, layout, True, tried)
@@ -835,13 +1040,17 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
                 failures.add(why)
+                if any(k in why for k in _SIZE_INDEPENDENT):
+                    # a branch on values fails in every head that runs the same tower
+                    hopeless.add(("*" if "ata-dependent" in why or "DataDependent" in why else head, layout))
             if time.perf_counter() - t0 > _BUDGET_S and first is not None:
                 break
         if time.perf_counter() - t0 > _BUDGET_S and first is not None:
             break
-        if first is not None and previous is not None and failures and failures <= previous:
-            break  # the smaller plan failed the same way: the size is not the cause, stop shrinking less
-        previous = failures if failures else previous
+        if plan.name == "layers-only" and first is not None and previous is not None and failures and failures <= previous:
+            break  # unshrunk widths failed the same way: size is not the cause, skip the full-size default
+        if plan.name == "small":
+            previous = failures
     if first is None:
         why = tried[0] if tried else (config_errors[0] if config_errors else "?")
         raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
@@ -875,7 +1084,7 @@ def build(
         except Exception as err:
             raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
         model.eval()
-        layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed))
+        layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
     if info is not None:
         info.append(Built(model_type, plan.name, task, head, layout, probed, list(tried)))

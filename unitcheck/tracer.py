@@ -438,6 +438,36 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
     return construct, loc
 
 
+_META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch")
+_MATERIALISE_LIMIT = 2 << 30  # bytes of weights a CPU copy may allocate
+
+
+def _meta_limited(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  errors: list[tuple[str, BaseException]]) -> bool:
+    """The model is on meta and failed for a reason the meta device causes (a tensor created on
+    the CPU inside forward, a value read out of a meta tensor), and a CPU copy is affordable."""
+    tensors = [*model.parameters(), *model.buffers(), *pytree.tree_leaves((args, kwargs))]
+    on_meta = any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in tensors)
+    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    text = " ".join(f"{type(e).__name__}: {e}" for _, e in errors).lower()
+    return on_meta and size <= _MATERIALISE_LIMIT and any(k in text for k in _META_LIMITS)
+
+
+def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[nn.Module, Any]:
+    """A CPU copy of a meta model (weights uninitialised: tracing reads shapes, not values) and
+    its inputs (zeros: valid token ids and positions)."""
+    import copy
+
+    cpu = copy.deepcopy(model).to_empty(device="cpu")
+
+    def move(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.device.type == "meta":
+            return torch.zeros(t.shape, dtype=t.dtype)
+        return t
+
+    return cpu, (pytree.tree_map(move, args), pytree.tree_map(move, kwargs))
+
+
 def _note_autocast(g: TracedGraph, rewritten: list[str]) -> None:
     if rewritten:
         g.notes.append(
@@ -486,6 +516,12 @@ def trace(
                 return g
             except Exception as err:
                 errors.append(("symbolic tracing", err))
+    if _meta_limited(model, args, kwargs, errors):
+        g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
+        construct, _ = _describe_failure(errors[0][1])
+        g.notes.append(f"the model does not run on the meta device ({construct}); traced a copy on the CPU "
+                       "with uninitialised weights instead")
+        return g
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
     tried = " and ".join(name for name, _ in errors)
