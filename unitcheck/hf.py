@@ -29,7 +29,7 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import nn
@@ -160,11 +160,11 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
         return default
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int_list(v: Any) -> bool:
+def _int_list(v: Any) -> TypeGuard[list[int] | tuple[int, ...]]:
     return isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_int(x) for x in v)
 
 
@@ -365,10 +365,8 @@ def _without_timm(sub: Any) -> Any:
     output stages; detection models accept any backbone config."""
     if getattr(sub, "model_type", "") != "timm_backbone":
         return sub
-    from transformers import ResNetConfig
-
     indices = list(_get(sub, "out_indices") or [4])
-    return ResNetConfig(out_indices=indices, num_channels=_get(sub, "num_channels") or 3)
+    return CONFIG_MAPPING_CLS("resnet")(out_indices=indices, num_channels=_get(sub, "num_channels") or 3)
 
 
 def _rescale_rope_sections(values: Mapping[str, Any], out: dict[str, Any], new_heads: int | None) -> None:
@@ -480,9 +478,9 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             stages = values.get("depths")
             if _is_int(window) and _int_list(stages):
                 side = max(side, p * min(window, 2) * 2 ** (len(stages) - 1))
-            if _is_int(value):
-                return min(value, side)
-            return type(value)(min(x, side) for x in value)
+            if isinstance(value, (list, tuple)):
+                return type(value)(min(x, side) for x in value)
+            return min(value, side)
     if not plan.widths:
         return _SAME
     # attention heads
@@ -745,20 +743,18 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
             if with_tokens is not None:
                 layouts.append((_IMAGE_TOKENS, with_tokens))
             layouts.append(("input_ids+pixel_values", {**base, **image}))
+            if "image_grid_thw" not in params:
+                layouts.append(("input_ids+pixel_values (frames)", {**base, "pixel_values": _video(cfg, image["pixel_values"])}))
         if base:
             layouts.append(("input_ids", base))
     elif main == "pixel_values":
-        image = _image(cfg, batch, g)
-        layouts.append(("pixel_values", {"pixel_values": image}))
-        frames = _find(cfg, "num_frames")
-        if _is_int(frames):
-            layouts.append(("pixel_values (video)", {"pixel_values": image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}))
+        pixels = _image(cfg, batch, g)
+        layouts.append(("pixel_values", {"pixel_values": pixels}))
+        layouts.append(("pixel_values (frames or image pairs)", {"pixel_values": _video(cfg, pixels)}))
         if "input_ids" in params:
-            layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": image, "input_ids": ids}))
+            layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": pixels, "input_ids": ids}))
     elif main == "pixel_values_videos":
-        image = _image(cfg, batch, g)
-        frames = _find(cfg, "num_frames", "frames_per_clip") or SMALL_DEFAULTS["frames"]
-        layouts.append(("pixel_values_videos", {"pixel_values_videos": image.unsqueeze(1).expand(-1, int(frames), -1, -1, -1).contiguous()}))
+        layouts.append(("pixel_values_videos", {"pixel_values_videos": _video(cfg, _image(cfg, batch, g))}))
     elif main == "input_values":
         n = 3200
         ch = _find(cfg, "audio_channels")
@@ -779,20 +775,55 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         src = _find(cfg, "max_source_positions")
         if _is_int(src):
             layouts.append(("input_features", {"input_features": torch.randn(batch, mel, 2 * int(src), generator=g)}))
-        layouts.append(("input_features (frames last)", {"input_features": torch.randn(batch, mel, 64, generator=g)}))
+        window = _find(cfg, "n_window")
+        frames = 2 * int(window) if _is_int(window) and 0 < window <= 256 else 64
+        layouts.append(("input_features (frames last)", {"input_features": torch.randn(batch, mel, frames, generator=g)}))
         for feat in sizes:
-            layouts.append((f"input_features ({feat} features last)", {"input_features": torch.randn(batch, 64, feat, generator=g)}))
+            layouts.append((f"input_features ({feat} features last)", {"input_features": torch.randn(batch, frames, feat, generator=g)}))
     required = _required_params(model)
     if {"grid_thw", "image_grid_thw"} & required:
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
+    if not layouts:
+        layouts.append((f"{main} (by name)", {}))
     filled: list[tuple[str, dict[str, Any]]] = []
     for name, inputs in layouts:
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
+        _by_name(cfg, inputs, required, ids, batch, g)
         filled.extend(_with_masks(name, inputs, required))
-    return filled
+        if labels == "none" and "labels" in params and "labels" not in inputs:
+            filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
+    return filled if only is None else [(n, i) for n, i in filled if n == only] or filled
+
+
+def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
+    """Frames (video models) or an image pair (matching models): ``(batch, frames, C, H, W)``."""
+    frames = _find(cfg, "num_frames", "frames_per_clip")
+    frames = int(frames) if _is_int(frames) and frames > 0 else 2
+    return image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()
+
+
+def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
+             g: torch.Generator) -> None:
+    """Required arguments no layout supplies, made from their names: ids and indices, lengths,
+    then float features as wide as the model (masks are added separately)."""
+    seq = ids.shape[1]
+    width = _find(cfg, "hidden_size", "d_model", "n_embd", "embed_dim")
+    width = int(width) if _is_int(width) else 64
+    for name in sorted(required - set(inputs)):
+        if name.endswith("mask"):
+            continue
+        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input"):
+            inputs[name] = ids.clone()
+        elif "length" in name:
+            inputs[name] = torch.full((batch,), seq, dtype=torch.long)
+        elif "mel" in name:
+            mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
+            inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
+        else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
+            inputs[name] = torch.randn(batch, seq, width, generator=g)
 
 
 def _required_params(model: nn.Module) -> set[str]:
@@ -967,6 +998,10 @@ class Built:
 _SIZE_INDEPENDENT = ("DataDependent", "data-dependent", "missing a required argument", "missing 1 required",
                      "unexpected keyword argument", "has no attribute")
 
+# probe failures that say more about fake tensors than about the inputs
+_PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised padding", "DataDependent", "data-dependent",
+                 "meta tensor", "on the meta device", "out of meta")
+
 _CHOICES: dict[tuple[Any, ...], tuple[Plan, str, str, str, bool, list[str]]] = {}
 
 
@@ -1004,6 +1039,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     config_errors: list[str] = []
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
+    limited: tuple[Plan, str, str, str, bool, list[str]] | None = None
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -1024,6 +1060,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 tried.append(f"{plan.name}/{head}: build: {_short(err, 160)}")
                 continue
             try:
+                _default_language(model, cfg)
                 layouts = _input_layouts(model, cfg, labels, batch, seq, seed)
             except Exception as err:
                 tried.append(f"{plan.name}/{head}: inputs: {_short(err, 160)}")
@@ -1034,6 +1071,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 why = _probe(model, inputs)
+                if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
+                    limited = (plan, task, head, layout, False, tried)  # export may manage what the probe cannot
                 if why is None:
                     choice = (plan, task, head, layout, True, tried)
                     _CHOICES[key] = choice
@@ -1052,10 +1091,10 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         if plan.name == "small":
             previous = failures
     if first is None:
-        why = tried[0] if tried else (config_errors[0] if config_errors else "?")
+        why = tried[0] if tried else (config_errors[0] if config_errors else "no input layout for its forward")
         raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
-    _CHOICES[key] = first
-    return first
+    _CHOICES[key] = limited or first
+    return _CHOICES[key]
 
 
 def build(
@@ -1084,11 +1123,21 @@ def build(
         except Exception as err:
             raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
         model.eval()
+        _default_language(model, cfg)
         layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
     if info is not None:
         info.append(Built(model_type, plan.name, task, head, layout, probed, list(tried)))
     return model, inputs
+
+
+def _default_language(model: nn.Module, cfg: Any) -> None:
+    """Models with per-language adapters (X-MOD) refuse to run until a language is chosen."""
+    setter = getattr(model, "set_default_language", None)
+    languages = _get(cfg, "languages")
+    if callable(setter) and languages:
+        with contextlib.suppress(Exception):
+            setter(list(languages)[0])
 
 
 def _label_kind(model_type: str, head: str) -> str:

@@ -438,7 +438,8 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
     return construct, loc
 
 
-_META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch")
+_META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch",
+                "expected device meta", "same device")
 _MATERIALISE_LIMIT = 2 << 30  # bytes of weights a CPU copy may allocate
 
 
