@@ -842,8 +842,12 @@ def _with_masks(name: str, inputs: dict[str, Any], required: set[str]) -> list[t
     if not masks or main is None:
         return [(name, inputs)]
     shapes = list(dict.fromkeys([(main.shape[0], main.shape[-1]), (main.shape[0], main.shape[1])]))
-    return [(f"{name}+{'+'.join(masks)}{'' if i == 0 else f' (mask over dim {1})'}",
-             {**inputs, **{m: torch.ones(shape, dtype=torch.long) for m in masks}}) for i, shape in enumerate(shapes)]
+    out = []
+    for dtype in (torch.long, torch.bool):
+        for i, shape in enumerate(shapes):
+            how = ("" if i == 0 else " over dim 1") + ("" if dtype == torch.long else " as bool")
+            out.append((f"{name}+{'+'.join(masks)}{how}", {**inputs, **{m: torch.ones(shape, dtype=dtype) for m in masks}}))
+    return out
 
 
 def _patches_with_shapes(cfg: Any, batch: int, g: torch.Generator) -> dict[str, Any]:
