@@ -1113,9 +1113,18 @@ def build(
     """The model (the first head that returns a loss, else the base model) and its keyword inputs.
 
     ``info``, when given, receives a :class:`Built` saying which plan, head and inputs were chosen."""
-    tf = _transformers()
     model_type = resolve_type(model_type)
-    overrides = dict(overrides or {})
+    try:
+        return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
+    except HFError:
+        raise
+    except Exception as err:  # transformers code raising on a config it shipped: a one-line reason
+        raise HFError(f"cannot build {model_type}: {_short(err)}") from None
+
+
+def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, seed: int,
+           device: str | torch.device, info: list[Built] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    tf = _transformers()
     with _quiet():
         plan, task, head, layout, probed, tried = _choose(model_type, overrides, batch, seq, seed)
         cfg = make_config(model_type, overrides, plan)

@@ -518,11 +518,15 @@ def trace(
             except Exception as err:
                 errors.append(("symbolic tracing", err))
     if _meta_limited(model, args, kwargs, errors):
-        g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
-        construct, _ = _describe_failure(errors[0][1])
-        g.notes.append(f"the model does not run on the meta device ({construct}); traced a copy on the CPU "
-                       "with uninitialised weights instead")
-        return g
+        try:
+            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
+        except Exception as err:  # the copy, or its trace: report the meta failure with the rest
+            errors.append(("a CPU copy", err))
+        else:
+            construct, _ = _describe_failure(errors[0][1])
+            g.notes.append(f"the model does not run on the meta device ({construct}); traced a copy on the "
+                           "CPU with uninitialised weights instead")
+            return g
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
     tried = " and ".join(name for name, _ in errors)
