@@ -336,6 +336,9 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         if key in ("use_timm_backbone", "use_pretrained_backbone") and value:
             out[key] = False  # a backbone from transformers itself, random weights: no timm, no download
             continue
+        if value is None and key == "prediction_length":
+            out[key] = 8  # forecasting configs leave the horizon unset and refuse to build without one
+            continue
         if value is None and key.lower() in ("n_shared_experts", "num_shared_experts") and values.get("moe_intermediate_size"):
             out[key] = 1
             continue
@@ -453,6 +456,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if plan.extras:
         if low == "num_queries" and _is_int(value) and value > 16:
             return 16
+        if low == "context_length" and _is_int(value) and value > 64 and "patch_length" in values:
+            return 64
         if low in _EXPERTS and _is_int(value) and value > SMALL_DEFAULTS["experts"]:
             return SMALL_DEFAULTS["experts"]
         if low in _EXPERTS_PER_TOKEN and _is_int(value) and value > SMALL_DEFAULTS["experts_per_token"]:
@@ -621,6 +626,7 @@ _HEADS = (
     ("MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES", "class"),
     ("MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES", "class"),
     ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_TIME_SERIES_PREDICTION_MAPPING_NAMES", "none"),  # future_values are its targets
     ("MODEL_MAPPING_NAMES", "none"),
 )
 
@@ -731,7 +737,8 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     main = main[0] if isinstance(main, (list, tuple)) else main
     ids = _token_ids(cfg, batch, seq, g)
     layouts: list[tuple[str, dict[str, Any]]] = []
-    if main == "input_ids" or main not in ("pixel_values", "input_values", "input_features", "pixel_values_videos"):
+    if main == "input_ids" or main not in ("pixel_values", "input_values", "input_features", "pixel_values_videos",
+                                           "past_values"):
         base = {"input_ids": ids} if "input_ids" in params else {}
         if "pixel_values" in params:
             image: dict[str, Any] = {"pixel_values": _image(cfg, batch, g)}
@@ -763,6 +770,8 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         mel = _find(cfg, "num_mel_bins")
         if _is_int(mel):
             layouts.insert(0, ("input_values (spectrogram)", {"input_values": torch.randn(batch, 64, int(mel), generator=g)}))
+    elif main == "past_values":
+        layouts.extend(_time_series(cfg, params, batch, g))
     elif main == "input_features":
         sizes = [int(v) for k in ("num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim",
                                   "feature_projection_input_dim", "n_mels", "num_features")
@@ -796,6 +805,36 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
     return filled if only is None else [(n, i) for n, i in filled if n == only] or filled
+
+
+def _time_series(cfg: Any, params: set[str], batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
+    """Forecasting models: a history (context plus the largest lag), its time features and
+    observed mask, and the future window the loss is computed on; univariate and per-channel."""
+    context = _get(cfg, "context_length") or _get(cfg, "prediction_length") or 32
+    lags = _get(cfg, "lags_sequence")
+    history = int(context) + (max(lags) if _int_list(lags) else 0)
+    horizon = int(_get(cfg, "prediction_length") or _get(cfg, "horizon_length") or 8)
+    channels = _get(cfg, "input_size") or _get(cfg, "num_input_channels") or 1
+    features = int(_get(cfg, "num_time_features") or 0) + int(_get(cfg, "num_dynamic_real_features") or 0)
+    out = []
+    for shape_tail in ((), (int(channels),)):
+        past = torch.randn(batch, history, *shape_tail, generator=g)
+        inputs: dict[str, Any] = {"past_values": past}
+        if "past_time_features" in params:
+            inputs["past_time_features"] = torch.randn(batch, history, features, generator=g)
+        for name in ("past_observed_mask", "observed_mask"):
+            if name in params:
+                inputs[name] = torch.ones_like(past)
+        if "past_values_padding" in params:
+            inputs["past_values_padding"] = torch.zeros(batch, history)
+        if "freq" in params:
+            inputs["freq"] = torch.zeros(batch, 1, dtype=torch.long)
+        if "future_values" in params:
+            inputs["future_values"] = torch.randn(batch, horizon, *shape_tail, generator=g)
+        if "future_time_features" in params:
+            inputs["future_time_features"] = torch.randn(batch, horizon, features, generator=g)
+        out.append((f"past_values{'' if not shape_tail else ' (channels)'}", inputs))
+    return out
 
 
 def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
