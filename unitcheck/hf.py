@@ -27,7 +27,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -752,6 +752,10 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
             layouts.append(("input_ids+pixel_values", {**base, **image}))
             if "image_grid_thw" not in params:
                 layouts.append(("input_ids+pixel_values (frames)", {**base, "pixel_values": _video(cfg, image["pixel_values"])}))
+        for audio in ("input_features", "input_values"):
+            if audio in params and base:  # text-audio pairs (CLAP, CLVP...)
+                layouts.extend((f"input_ids+{name}", {**base, **inputs})
+                               for name, inputs in _audio_layouts(cfg, audio, batch, g))
         if base:
             layouts.append(("input_ids", base))
     elif main == "pixel_values":
@@ -763,32 +767,11 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     elif main == "pixel_values_videos":
         layouts.append(("pixel_values_videos", {"pixel_values_videos": _video(cfg, _image(cfg, batch, g))}))
     elif main == "input_values":
-        n = 3200
-        ch = _find(cfg, "audio_channels")
-        layouts.append(("input_values", {"input_values": torch.randn(batch, n, generator=g)}))
-        layouts.append(("input_values (channels)", {"input_values": torch.randn(batch, int(ch) if _is_int(ch) else 1, n, generator=g)}))
-        mel = _find(cfg, "num_mel_bins")
-        if _is_int(mel):
-            layouts.insert(0, ("input_values (spectrogram)", {"input_values": torch.randn(batch, 64, int(mel), generator=g)}))
+        layouts.extend(_audio_layouts(cfg, "input_values", batch, g))
     elif main == "past_values":
         layouts.extend(_time_series(cfg, params, batch, g))
     elif main == "input_features":
-        sizes = [int(v) for k in ("num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim",
-                                  "feature_projection_input_dim", "n_mels", "num_features")
-                 if _is_int(v := _find(cfg, k)) and v > 0]
-        chans = _find(cfg, "input_channels")
-        if _is_int(chans) and _find(cfg, "input_feat_per_channel"):
-            sizes.insert(0, int(_find(cfg, "input_feat_per_channel")) * int(chans))
-        sizes = list(dict.fromkeys(sizes)) or [80]
-        mel = sizes[0]
-        src = _find(cfg, "max_source_positions")
-        if _is_int(src):
-            layouts.append(("input_features", {"input_features": torch.randn(batch, mel, 2 * int(src), generator=g)}))
-        window = _find(cfg, "n_window")
-        frames = 2 * int(window) if _is_int(window) and 0 < window <= 256 else 64
-        layouts.append(("input_features (frames last)", {"input_features": torch.randn(batch, mel, frames, generator=g)}))
-        for feat in sizes:
-            layouts.append((f"input_features ({feat} features last)", {"input_features": torch.randn(batch, frames, feat, generator=g)}))
+        layouts.extend(_audio_layouts(cfg, "input_features", batch, g))
     required = _required_params(model)
     if {"grid_thw", "image_grid_thw"} & required:
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
@@ -801,10 +784,46 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _by_name(cfg, inputs, required, ids, batch, g)
-        filled.extend(_with_masks(name, inputs, required))
+        filled.extend(_with_masks(name, inputs, required, params))
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
     return filled if only is None else [(n, i) for n, i in filled if n == only] or filled
+
+
+def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
+    """Waveforms ``(batch, samples)`` or ``(batch, channels, samples)``, spectrograms and
+    feature frames in both orders, at the lengths the config ties them to."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    if name == "input_values":
+        n = 3200
+        ch = _find(cfg, "audio_channels")
+        out.append(("input_values", {name: torch.randn(batch, n, generator=g)}))
+        out.append(("input_values (channels)", {name: torch.randn(batch, int(ch) if _is_int(ch) else 1, n, generator=g)}))
+        mel = _find(cfg, "num_mel_bins")
+        if _is_int(mel):
+            length = _find(cfg, "max_length")
+            frames = int(length) if _is_int(length) and 0 < length <= 2048 else 64
+            out.insert(0, ("input_values (spectrogram)", {name: torch.randn(batch, frames, int(mel), generator=g)}))
+        return out
+    sizes = [int(v) for k in ("num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim",
+                              "feature_projection_input_dim", "n_mels", "num_features")
+             if _is_int(v := _find(cfg, k)) and v > 0]
+    chans = _find(cfg, "input_channels")
+    per_channel = _find(cfg, "input_feat_per_channel")
+    if _is_int(chans) and _is_int(per_channel):
+        sizes.insert(0, per_channel * chans)
+    sizes = list(dict.fromkeys(sizes)) or [80]
+    mel = sizes[0]
+    src = _find(cfg, "max_source_positions")
+    if _is_int(src):
+        out.append(("input_features", {name: torch.randn(batch, mel, 2 * src, generator=g)}))
+    window = _find(cfg, "n_window")
+    frames = 2 * window if _is_int(window) and 0 < window <= 256 else 64
+    out.append(("input_features (frames last)", {name: torch.randn(batch, mel, frames, generator=g)}))
+    for feat in sizes:
+        out.append((f"input_features ({feat} features last)", {name: torch.randn(batch, frames, feat, generator=g)}))
+    out.append(("input_features (one-channel spectrogram)", {name: torch.randn(batch, 1, frames, mel, generator=g)}))
+    return out
 
 
 def _time_series(cfg: Any, params: set[str], batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
@@ -874,12 +893,18 @@ def _required_params(model: nn.Module) -> set[str]:
             if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
 
 
-def _with_masks(name: str, inputs: dict[str, Any], required: set[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Required masks the layout lacks: all ones, over (batch, last dim) or (batch, second dim)."""
+def _with_masks(name: str, inputs: dict[str, Any], required: set[str],
+                params: Collection[str] = ()) -> list[tuple[str, dict[str, Any]]]:
+    """Masks the layout lacks, all ones, over (batch, last dim) or (batch, second dim): the required
+    ones, else (as later candidates) an optional mask named after an input the layout has."""
     masks = sorted(r for r in required if r.endswith("mask") and r not in inputs)
+    optional = sorted(p for p in params if p.endswith("_mask") and p not in inputs and p not in required
+                      and any(p == f"{k}_mask" for k in inputs))
     main = next((v for v in inputs.values() if isinstance(v, torch.Tensor) and v.dim() >= 2), None)
-    if not masks or main is None:
+    if main is None or not (masks or optional):
         return [(name, inputs)]
+    if not masks:
+        return [(name, inputs), *_with_masks(name, inputs, set(optional))]
     shapes = list(dict.fromkeys([(main.shape[0], main.shape[-1]), (main.shape[0], main.shape[1])]))
     out = []
     for dtype in (torch.long, torch.bool):
