@@ -336,6 +336,10 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         if key in ("use_timm_backbone", "use_pretrained_backbone") and value:
             out[key] = False  # a backbone from transformers itself, random weights: no timm, no download
             continue
+        if value is None and key in ("image_token_id", "image_token_index") and plan.vocab:
+            # image-text models whose default leaves the placeholder token unset (BLIP-2)
+            out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000, shrink)
+            continue
         if value is None and key == "prediction_length":
             out[key] = 8  # forecasting configs leave the horizon unset and refuse to build without one
             continue
@@ -764,6 +768,11 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         layouts.append(("pixel_values (frames or image pairs)", {"pixel_values": _video(cfg, pixels)}))
         if "input_ids" in params:
             layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": pixels, "input_ids": ids}))
+            token = _find(cfg, "image_token_id", "image_token_index")
+            if only is None or only == _IMAGE_TOKENS:
+                with_tokens = _image_text(model, ids, {"pixel_values": pixels}, token)
+                if with_tokens is not None:
+                    layouts.insert(0, (_IMAGE_TOKENS, with_tokens))
     elif main == "pixel_values_videos":
         layouts.append(("pixel_values_videos", {"pixel_values_videos": _video(cfg, _image(cfg, batch, g))}))
     elif main == "input_values":
