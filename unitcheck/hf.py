@@ -261,11 +261,12 @@ def _layer_count(cfg: Any) -> tuple[str, int] | None:
 
 
 def _keep_layers(values: list[Any], n: int) -> list[int]:
-    """Indices of the layers kept: the first of each kind, then the earliest, at least ``n``."""
+    """Indices of the layers kept: the first two of each kind (a layer kind that shares weights
+    across its layers needs two), then the earliest, at least ``n``."""
     keep: list[int] = []
     seen: list[Any] = []
     for i, v in enumerate(values):
-        if v not in seen:
+        if seen.count(v) < 2:
             seen.append(v)
             keep.append(i)
     for i in range(len(values)):
@@ -316,12 +317,15 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
     keep: list[int] | None = None
     if plan.layers and layer and layer[1] > SMALL_DEFAULTS["layers"]:
         n0 = layer[1]
-        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= 5
-                     and declared.get(k) is not None]
+        # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
+        # with the new layer count whatever rule the class derives them by
+        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= 5]
         keep = list(range(SMALL_DEFAULTS["layers"]))
         for k in per_layer:
             keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
-        keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 6))]
+        keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 8))]
+    else:
+        per_layer = []
     n_layers = len(keep) if keep is not None else None
 
     for key, value in values.items():
@@ -355,7 +359,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
             continue
         low = key.lower()
         kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
-        if decl is None and not kv_like and "rope" not in low:
+        if decl is None and not kv_like and "rope" not in low and key not in per_layer:
             out[key] = None  # the class derives it (head_dim, layer_types, intermediate_size...): derive again
             continue
         new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
@@ -468,6 +472,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return SMALL_DEFAULTS["experts_per_token"]
         if low == "n_group" and _is_int(value) and value > 2:
             return 2
+        if low in ("n_groups", "ngroups", "mamba_n_groups") and _is_int(value) and value > 1 and plan.widths:
+            return 1  # state-space head groups must divide the (fewer) heads
         if low == "topk_group" and _is_int(value) and value > 1:
             return 1
         if low == "max_source_positions" and _is_int(value) and value > SMALL_DEFAULTS["audio_positions"]:

@@ -520,7 +520,9 @@ def trace(
     if _meta_limited(model, args, kwargs, errors):
         try:
             g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
-        except Exception as err:  # the copy, or its trace: report the meta failure with the rest
+        except TraceError as err:  # the CPU copy's failure is the one that matters
+            raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
+        except Exception as err:  # the copy itself failed: report the meta failure with it
             errors.append(("a CPU copy", err))
         else:
             construct, _ = _describe_failure(errors[0][1])
