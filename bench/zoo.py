@@ -540,9 +540,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write_page(args.md, store)
         return 0
 
+    import signal
+
     import torch
     import transformers
 
+    # a terminated sweep stops its workers too (sweep()'s finally block runs on SystemExit)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     types, base = all_types()
     store["types_in_mapping"], store["with_base_model"] = len(types), len(base)
     key = settings_key(stages, args.timeout)
