@@ -7,12 +7,13 @@ reaches into a sub-config).
 Shrinking a default config field by field breaks the relations the architecture needs (a rotary
 dimension larger than the new head, an embedding wider than the hidden size, a per-layer list
 longer than the layer count), so the config is rebuilt through its own class: size fields are
-scaled by one factor per (sub-)config, fields the class derives (``head_dim``, ``layer_types``...)
-are left for it to derive again, and per-layer lists keep one layer of each kind. Several plans,
-from smallest to the unchanged default, are tried in order; a plan is taken when the model builds
-and a forward pass on the meta device accepts the inputs built for it (``main_input_name``:
-token ids, images, audio features or waveforms, image-text pairs; ``labels`` where the head
-computes a loss).
+scaled by one factor per (sub-)config, fields the class derives (``head_dim``, ``intermediate_size``
+...) are left for it to derive again, and per-layer lists keep the first two layers of each kind.
+Several plans, from smallest to the unchanged default, are tried in order with every head the type
+has (loss-returning heads first) and every input layout its forward could take (from
+``main_input_name``: token ids, images, audio features or waveforms, image-text pairs, forecasting
+windows; ``labels`` where the head computes a loss); the first candidate whose forward pass runs on
+fake meta tensors, the way ``torch.export`` runs it, is built.
 
 >>> model, inputs = build("gpt2", {"n_layer": 2})     # doctest: +SKIP
 """
@@ -25,6 +26,7 @@ import difflib
 import inspect
 import logging
 import os
+import re
 import time
 import warnings
 from collections.abc import Collection, Iterator, Mapping
@@ -1175,6 +1177,9 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
             previous = failures
     if first is None:
         why = tried[0] if tried else (config_errors[0] if config_errors else "no input layout for its forward")
+        missing = re.search(r"requires the (\w+) library", " ".join(tried))
+        if missing:
+            why = f"its model class needs the {missing.group(1)} library, which is not installed"
         raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
     _CHOICES[key] = limited or first
     return _CHOICES[key]
