@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow results lint typecheck clean
+.PHONY: demo test test-slow results lint typecheck clean zoo zoo-sample
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,18 @@ results: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow --timeout=3600 $(PYTEST_ARGS)
+
+# `make zoo` runs every model type in transformers' config mapping through build, trace, lint, the
+# oracle and (causal LMs) the GCT rewrite, and writes docs/zoo.md (hours on 2 cores; resumable:
+# a rerun redoes only missing, failed or stale entries). ZOO_ARGS="--stages build,trace,lint --jobs 2"
+# narrows it. `make zoo-sample` is the CI step: ten types drawn with SEED (default 0) into build/.
+zoo: $(STAMP)
+	nice -n 10 $(PY) bench/zoo.py $(ZOO_ARGS)
+
+SEED ?= 0
+zoo-sample: $(STAMP)
+	$(PY) bench/zoo.py --sample 10 --seed $(SEED) --timeout 600 --rerun --fail-on-error \
+		--store build/zoo-sample.json --md build/zoo-sample.md $(ZOO_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check unitcheck rules models tests bench examples

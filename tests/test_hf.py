@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import torch
 
 from unitcheck import oracle
 from unitcheck.infer import infer_units
@@ -10,6 +13,11 @@ from unitcheck.infer import infer_units
 from .conftest import needs_hf
 
 ARCHS = ["gpt2", "llama", "mistral", "bert", "t5"]
+
+# Types that the first hf: builder could not build or trace (issue 14): forced SDPA, size fields
+# left at their defaults, list-valued fields, vision and audio inputs.
+ZOO = ["swin", "mobilebert", "bart", "gptj", "codegen", "deepseek_v3", "whisper", "bloom", "gemma2",
+       "deberta-v2", "convnext", "resnet", "mamba"]
 
 
 @needs_hf
@@ -47,3 +55,124 @@ def test_bad_model_type_and_field_are_clear_errors() -> None:
         build("not_a_model")
     with pytest.raises(HFError, match="no field 'nope'"):
         build("gpt2", {"nope": 1})
+
+
+@needs_hf
+def test_near_names_get_a_did_you_mean() -> None:
+    from unitcheck.hf import HFError, resolve_type
+
+    with pytest.raises(HFError, match=r"did you mean deberta-v2\b"):
+        resolve_type("deberta_v2")
+    with pytest.raises(HFError, match="did you mean .*llama"):
+        resolve_type("lama")
+
+
+@needs_hf
+@pytest.mark.parametrize("arch", ZOO)
+def test_zoo_types_lint_from_the_command_line(arch: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``unitcheck lint hf:X`` builds on the meta device and traces: exit 0 or 1, never 2 or 3."""
+    from unitcheck.cli import main
+
+    code = main(["lint", f"hf:{arch}", "--format", "json", "--fail-on", "never"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)["summary"]
+    assert summary["nodes"] > 20
+
+
+@needs_hf
+def test_unbuildable_type_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from unitcheck.cli import main
+    from unitcheck.hf import head_classes, model_types
+
+    orphan = next(t for t in model_types() if not head_classes(t))  # a configuration-only type
+    code = main(["lint", f"hf:{orphan}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no model class" in err
+
+
+# -- shrinking keeps the architecture's relations --------------------------------------------
+
+
+@needs_hf
+def test_size_coupled_fields_shrink_together() -> None:
+    from unitcheck.hf import make_config
+
+    mobile = make_config("mobilebert")
+    assert mobile.hidden_size == 64 and mobile.embedding_size <= mobile.hidden_size
+    assert mobile.true_hidden_size == mobile.intra_bottleneck_size
+    gptj = make_config("gptj")
+    assert 0 < gptj.rotary_dim <= gptj.n_embd // gptj.n_head
+    ds = make_config("deepseek_v3")
+    assert ds.qk_head_dim == ds.qk_nope_head_dim + ds.qk_rope_head_dim <= 32
+    assert ds.n_routed_experts <= 4 and ds.num_experts_per_tok <= 2 and ds.num_hidden_layers <= 6
+    assert ds.first_k_dense_replace < ds.num_hidden_layers  # an MoE layer remains
+    whisper = make_config("whisper")
+    assert whisper.d_model % whisper.encoder_attention_heads == 0 and whisper.max_source_positions <= 32
+    bart = make_config("bart")
+    assert (bart.encoder_layers, bart.decoder_layers) == (2, 2)
+
+
+@needs_hf
+def test_list_valued_fields_and_per_layer_kinds() -> None:
+    from unitcheck.hf import make_config
+
+    swin = make_config("swin")
+    assert all(d <= 2 for d in swin.depths) and len(swin.num_heads) == len(swin.depths)
+    dims = [swin.embed_dim * 2**i for i in range(len(swin.depths))]
+    assert all(d % h == 0 for d, h in zip(dims, swin.num_heads))
+    gemma2 = make_config("gemma2")
+    assert len(gemma2.layer_types) == gemma2.num_hidden_layers
+    assert set(gemma2.layer_types) == {"sliding_attention", "full_attention"}  # one layer of each kind
+    convnext = make_config("convnext")
+    assert max(convnext.hidden_sizes) <= 128 and len(convnext.hidden_sizes) == 4
+
+
+@needs_hf
+def test_set_overrides_win_and_reach_sub_configs() -> None:
+    from unitcheck.hf import make_config
+
+    cfg = make_config("llama", {"num_attention_heads": 8, "hidden_size": 128})
+    assert cfg.head_dim == 16 and cfg.num_attention_heads == 8  # derived from the overrides
+    llava = make_config("llava", {"text_config.num_hidden_layers": 3})
+    assert llava.text_config.num_hidden_layers == 3 and llava.text_config.hidden_size == 64
+
+
+@needs_hf
+def test_inputs_follow_the_main_input_name() -> None:
+    from unitcheck.hf import Built, build
+
+    cases = {
+        "resnet": ("pixel_values", 4),
+        "whisper": ("input_features", 3),
+        "wav2vec2": ("input_values", 2),
+        "gpt2": ("input_ids", 2),
+    }
+    for arch, (name, rank) in cases.items():
+        info: list[Built] = []
+        model, inputs = build(arch, device="meta", info=info)
+        assert inputs[name].dim() == rank, (arch, {k: v.shape for k, v in inputs.items()})
+        assert info[0].probed, (arch, info[0].tried[:2])
+        assert "labels" in inputs or info[0].task == "base", arch  # a loss wherever the head has one
+
+
+@needs_hf
+def test_image_text_pairs_carry_one_image_token_per_feature() -> None:
+    from unitcheck.hf import build, make_config
+
+    model, inputs = build("llava", device="meta")
+    token = make_config("llava").image_token_id
+    assert set(inputs) >= {"input_ids", "pixel_values", "labels"}
+    assert int((inputs["input_ids"] == token).sum()) > 0
+    ids = inputs["input_ids"][inputs["input_ids"] != token]
+    assert int(ids.max()) < token and ids.dtype == torch.long
+
+
+@needs_hf
+def test_attention_implementation_is_chosen_by_the_model() -> None:
+    from unitcheck.hf import build
+
+    bloom, _ = build("bloom", device="meta")  # no SDPA in this architecture: eager
+    llama, _ = build("llama", device="meta")
+    assert bloom.config._attn_implementation == "eager"
+    assert llama.config._attn_implementation == "sdpa"

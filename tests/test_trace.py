@@ -86,3 +86,48 @@ def test_bad_example_inputs_are_a_clear_error() -> None:
         trace(nn.Linear(2, 2), "not inputs")
     with pytest.raises(TraceError):
         trace("not a module", torch.randn(2))  # type: ignore[arg-type]
+
+
+class _AutocastGuard(nn.Module):
+    """Rotary code in Hugging Face models turns autocast off around a float32 computation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, enabled=False):
+            y = torch.cos(x.float())
+        return self.lin(y)
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_autocast_region_traces_on_meta_and_cpu(device: str) -> None:
+    with torch.device(device):
+        model = _AutocastGuard()
+    g = trace(model, (torch.randn(2, 8, device=device),))
+    assert g.method == "export"
+    targets = {str(n.target) for n in g.compute_nodes()}
+    assert "aten.cos.default" in targets and "aten.linear.default" in targets
+    assert any("autocast" in note for note in g.notes) == (device == "meta")
+
+
+class _CpuTensorInForward(nn.Module):
+    """A tensor created in forward without a device lands on the CPU, whatever the weights' device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * torch.tensor([2.0, 1.0, 1.0, 0.5])
+
+
+def test_meta_model_that_needs_the_cpu_is_traced_on_a_cpu_copy() -> None:
+    with torch.device("meta"):
+        model = _CpuTensorInForward()
+    g = trace(model, (torch.randn(2, 4, device="meta"),))
+    assert any("traced a copy on the CPU" in note for note in g.notes)
+    assert {str(n.target) for n in g.compute_nodes()} >= {"aten.linear.default", "aten.mul.Tensor"}
+    assert next(model.parameters()).device.type == "meta"  # the user's model is left alone
+    assert infer_units(model, (torch.randn(2, 4, device="meta"),), traced=g).coverage == 1.0

@@ -1,7 +1,19 @@
 """Hugging Face architectures built from their config classes with random weights (no download).
 
-``hf:<model_type>`` builds any architecture in transformers' config mapping at a small default
-size (2 layers, width 64); ``--set key=value`` overrides config fields.
+``hf:<model_type>`` builds any architecture in transformers' config mapping at a small size (2
+layers, width 64); ``--set key=value`` overrides config fields (``text_config.hidden_size=32``
+reaches into a sub-config).
+
+Shrinking a default config field by field breaks the relations the architecture needs (a rotary
+dimension larger than the new head, an embedding wider than the hidden size, a per-layer list
+longer than the layer count), so the config is rebuilt through its own class: size fields are
+scaled by one factor per (sub-)config, fields the class derives (``head_dim``, ``intermediate_size``
+...) are left for it to derive again, and per-layer lists keep the first two layers of each kind.
+Several plans, from smallest to the unchanged default, are tried in order with every head the type
+has (loss-returning heads first) and every input layout its forward could take (from
+``main_input_name``: token ids, images, audio features or waveforms, image-text pairs, forecasting
+windows; ``labels`` where the head computes a loss); the first candidate whose forward pass runs on
+fake meta tensors, the way ``torch.export`` runs it, is built.
 
 >>> model, inputs = build("gpt2", {"n_layer": 2})     # doctest: +SKIP
 """
@@ -9,42 +21,50 @@ size (2 layers, width 64); ``--set key=value`` overrides config fields.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
+import inspect
 import logging
 import os
+import re
+import time
 import warnings
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 import torch
 from torch import nn
 
 from .errors import UnitcheckError
-from .validate import apply_override
+from .validate import check_override
 
-__all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value"]
+__all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value", "make_config", "resolve_type", "model_types", "Built"]
 
 
 class HFError(UnitcheckError, ValueError):
-    """A bad model type, a bad config key or value, or transformers missing."""
+    """A bad model type, a bad config key or value, a type that cannot be built, or transformers missing."""
 
 
+# The sizes a shrunk model aims at: each (sub-)config's main width becomes WIDTH and every size
+# field scales with it; attention gets HEADS heads of HEAD_DIM; stacks get LAYERS layers.
 SMALL_DEFAULTS: dict[str, Any] = {
-    "num_hidden_layers": 2,
-    "hidden_size": 64,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
-    "vocab_size": 128,
-    "max_position_embeddings": 128,
+    "layers": 2,
+    "width": 64,
+    "heads": 4,
+    "kv_heads": 2,
     "head_dim": 16,
-    # encoder-decoder (T5 family) spelling
-    "num_layers": 2,
-    "num_decoder_layers": 2,
-    "d_model": 64,
-    "d_ff": 128,
-    "d_kv": 16,
-    "num_heads": 4,
+    "vocab": 128,
+    "positions": 128,
+    "experts": 4,
+    "experts_per_token": 2,
+    "image_patch": 8,
+    "image_size": 32,
+    "audio_positions": 32,
+    "frames": 4,
 }
+
+_BUDGET_S = 60.0  # plan search stops trying alternatives after this long (the first build is kept)
 
 
 def parse_value(text: str) -> Any:
@@ -66,10 +86,12 @@ def parse_value(text: str) -> Any:
 def _quiet() -> Iterator[None]:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    loggers = [logging.getLogger(n) for n in ("transformers", "torchao", "torch.utils._pytree", "torch")]
+    names = ("transformers", "torchao", "torch.utils._pytree", "torch", "torch._subclasses.fake_tensor")
+    loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        # the meta probe's failures are expected: fake-tensor dispatch logs them at ERROR
+        lg.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -80,6 +102,7 @@ def _quiet() -> Iterator[None]:
 
 
 def _transformers() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import transformers
     except ImportError as err:  # pragma: no cover - depends on the environment
@@ -87,38 +110,1085 @@ def _transformers() -> Any:
     return transformers
 
 
-def make_config(model_type: str, overrides: Mapping[str, Any] | None = None) -> Any:
-    tf = _transformers()
+# -- model types ----------------------------------------------------------------------------
+
+
+def model_types() -> list[str]:
+    """Every model type in transformers' config mapping."""
+    _transformers()
     from transformers import CONFIG_MAPPING
 
-    if model_type not in CONFIG_MAPPING:
-        close = [k for k in CONFIG_MAPPING if model_type.replace("-", "_") in k][:5]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise HFError(f"unknown Hugging Face model type {model_type!r}{hint}")
-    cls = CONFIG_MAPPING[model_type]
-    cfg = cls()
-    known = set(cfg.to_dict()) | set(getattr(cfg, "attribute_map", {}))
-    for key, value in SMALL_DEFAULTS.items():
-        if key in known:
-            setattr(cfg, key, value)
-    if hasattr(cfg, "use_cache"):
-        cfg.use_cache = False
-    if getattr(cfg, "is_encoder_decoder", False):
-        for key in ("decoder_start_token_id", "pad_token_id"):
-            if getattr(cfg, key, None) is None:
-                setattr(cfg, key, 0)
-    vocab = getattr(cfg, "vocab_size", None)
-    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
-        v = getattr(cfg, key, None)
-        if isinstance(v, int) and isinstance(vocab, int) and v >= vocab:
-            setattr(cfg, key, vocab - 1)
-    for key, value in (overrides or {}).items():
+    return sorted(CONFIG_MAPPING.keys())
+
+
+def resolve_type(name: str) -> str:
+    """The config-mapping key for ``name``; an unknown name suggests the nearest ones."""
+    types = model_types()
+    if name in types:
+        return name
+    norm = name.lower().replace("_", "-")
+    spelled = {t.lower().replace("_", "-"): t for t in types}
+    close = difflib.get_close_matches(norm, list(spelled), n=3, cutoff=0.75)
+    hint = f" (did you mean {', '.join(spelled[c] for c in close)}?)" if close else ""
+    raise HFError(f"unknown Hugging Face model type {name!r}{hint}")
+
+
+# -- shrinking a config -----------------------------------------------------------------------
+
+_WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "width", "emb_dim", "embedding_dim")
+_WIDTH_SUFFIX = (
+    "hidden_size", "hidden_dim", "d_model", "n_embd", "embed_dim", "emb_dim", "embedding_size", "embedding_dim",
+    "intermediate_size", "ffn_dim", "d_ff", "n_inner", "mlp_dim", "bottleneck_size", "lora_rank", "proj_dim",
+    "projection_dim", "d_inner", "inner_dim", "conv_dim", "hidden_sizes", "embed_dims", "out_channels",
+    "hidden_channels", "stage_out_channels", "filter_size", "fpn_dim", "expert_dim", "inner_size", "intermediate_dim",
+    "_dim",
+)
+_WIDTH_EXACT = {"dim", "width", "channels", "d_inner", "in_channels_list"}
+_HEAD_DIM_SUFFIX = ("head_dim", "head_size", "d_kv", "kv_channels", "dim_head", "rotary_dim", "rope_dim", "rope_head_dim",
+                    "nope_head_dim", "v_head_dim", "qk_head_dim")
+_NOT_SIZE = ("vocab", "position", "max_", "patch", "image", "kernel", "window", "stride", "mel", "label", "token",
+             "num_channels", "sampling", "sample_rate", "bucket", "distance", "frames", "chunk", "codebook_size")
+_LAYER_EXACT = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+                "num_encoder_layers", "num_decoder_layers", "depth", "layers", "decoder_num_layers", "encoder_num_layers",
+                "num_blocks", "text_layers", "vision_layers", "num_text_layers", "num_vision_layers"}
+_LAYER_LISTS = ("depths", "blocks_per_stage", "num_layers_per_stage", "layers_per_stage")
+_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
+_EXPERTS_PER_TOKEN = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "experts_per_token", "moe_k",
+                      "num_experts_per_token", "top_k", "router_top_k")
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """``getattr`` that never raises: some configs refuse to read per-layer fields globally."""
+    try:
+        return getattr(obj, key, default)
+    except Exception:
+        return default
+
+
+def _is_int(v: Any) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_list(v: Any) -> TypeGuard[list[int] | tuple[int, ...]]:
+    return isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_int(x) for x in v)
+
+
+def _round(v: float, multiple: int = 8, floor: int = 8) -> int:
+    return max(floor, int(round(v / multiple)) * multiple)
+
+
+def _pow2_at_most(n: int, cap: int) -> int:
+    out = 1
+    while out * 2 <= min(n, cap):
+        out *= 2
+    return out
+
+
+def _declared(cls: type) -> dict[str, Any]:
+    """Each dataclass field's declared default (``dataclasses.MISSING`` when it has none)."""
+    out: dict[str, Any] = {}
+    if not dataclasses.is_dataclass(cls):
+        return out
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = "<factory>"
+        else:
+            out[f.name] = dataclasses.MISSING
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How far a config is shrunk: each later plan gives up a kind of change the earlier broke."""
+
+    name: str
+    widths: bool = True  # scale sizes, heads and head dims
+    head_dims: bool = True  # False: keep each head's dim (model code that hard-codes rotary sections)
+    vocab: bool = True
+    layers: bool = True
+    extras: bool = True  # experts, images, audio positions
+
+
+PLANS = (
+    Plan("small"),
+    Plan("small-vocab-kept", vocab=False),
+    Plan("small-inputs-kept", extras=False),
+    Plan("small-head-dims-kept", head_dims=False),
+    Plan("layers-only", widths=False, extras=False),
+    Plan("default", widths=False, vocab=False, layers=False, extras=False),
+)
+
+
+def _subconfigs(cfg: Any) -> dict[str, Any]:
+    from transformers import PretrainedConfig
+
+    return {k: v for k, v in vars(cfg).items() if isinstance(v, PretrainedConfig) and not k.startswith("_")}
+
+
+def _main_width(cfg: Any) -> int | None:
+    for key in _WIDTH_KEYS:
+        v = _get(cfg, key)
+        if _is_int(v) and v > 0:
+            return int(v)
+    return None
+
+
+def _collect_widths(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
+    """Original main width -> new width over the whole config tree: a field in one sub-config that
+    equals another's width (a projector's input, a Q-Former's ``encoder_hidden_size``) follows it."""
+    w = _main_width(cfg)
+    heads = next((int(v) for k in ("num_attention_heads", "num_heads", "n_head", "n_heads")
+                  if _is_int(v := _get(cfg, k)) and v > 0), None)
+    target = SMALL_DEFAULTS["width"]
+    if not plan.head_dims and w and heads:
+        target = max(target, _pow2_at_most(heads, SMALL_DEFAULTS["heads"]) * (w // heads))
+    if w is not None and plan.widths and w > target:
+        out.setdefault(w, target)
+    for sub in _subconfigs(cfg).values():
+        _collect_widths(sub, plan, out)
+
+
+@dataclass
+class _Shrink:
+    plan: Plan
+    widths: dict[int, int]
+    vocab_map: dict[str, int] = field(default_factory=dict)
+
+
+def _layer_count(cfg: Any) -> tuple[str, int] | None:
+    for key in ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "depth", "decoder_layers", "encoder_layers"):
+        v = _get(cfg, key)
+        if _is_int(v) and v > 0:
+            return key, int(v)
+    return None
+
+
+def _keep_layers(values: list[Any], n: int) -> list[int]:
+    """Indices of the layers kept: the first two of each kind (a layer kind that shares weights
+    across its layers needs two), then the earliest, at least ``n``."""
+    keep: list[int] = []
+    seen: list[Any] = []
+    for i, v in enumerate(values):
+        if seen.count(v) < 2:
+            seen.append(v)
+            keep.append(i)
+    for i in range(len(values)):
+        if len(keep) >= n:
+            break
+        if i not in keep:
+            keep.append(i)
+    return sorted(keep)
+
+
+def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
+    """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts)."""
+    plan = shrink.plan
+    declared = _declared(type(cfg))
+    values = {k: v for k in declared if (v := _get(cfg, k, _SAME)) is not _SAME}
+    subs = _subconfigs(cfg)
+    out: dict[str, Any] = {}
+    width = _main_width(cfg)
+    list_width = None
+    if width is None:
+        for key in ("hidden_sizes", "embed_dims", "hidden_size", "channels"):
+            v = values.get(key)
+            if _int_list(v):
+                list_width = max(v)
+                break
+    heads0 = next((int(values[k]) for k in ("num_attention_heads", "num_heads", "n_head", "n_heads",
+                                            "encoder_attention_heads", "decoder_attention_heads")
+                   if _is_int(values.get(k)) and values[k] > 0), None)
+    head_dims = [int(v) for k, v in values.items() if _is_int(v) and v > 0 and k.endswith(("head_dim", "d_kv", "kv_channels", "head_size", "dim_head"))]
+    if width and heads0:
+        head_dims.append(width // heads0)
+    new_heads = _pow2_at_most(heads0, SMALL_DEFAULTS["heads"]) if heads0 and plan.widths else heads0
+    target = SMALL_DEFAULTS["width"]
+    if not plan.head_dims and width and heads0 and new_heads:
+        target = max(target, new_heads * (width // heads0))  # as many heads as "small", each as wide as before
+    ratio = 1.0
+    if plan.widths:
+        if width is not None and width > target:
+            ratio = target / width
+        elif list_width is not None and list_width > 2 * SMALL_DEFAULTS["width"]:
+            ratio = 2 * SMALL_DEFAULTS["width"] / list_width
+    head_ratio = 1.0
+    if plan.widths and plan.head_dims and head_dims and max(head_dims) > SMALL_DEFAULTS["head_dim"]:
+        head_ratio = SMALL_DEFAULTS["head_dim"] / max(head_dims)
+
+    # per-layer lists: keep one layer of each kind, the same layers in every list
+    layer = _layer_count(cfg)
+    keep: list[int] | None = None
+    if plan.layers and layer and layer[1] > SMALL_DEFAULTS["layers"]:
+        n0 = layer[1]
+        # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
+        # with the new layer count whatever rule the class derives them by
+        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= 5]
+        keep = list(range(SMALL_DEFAULTS["layers"]))
+        for k in per_layer:
+            keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
+        keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 8))]
+    else:
+        per_layer = []
+    n_layers = len(keep) if keep is not None else None
+
+    for key, value in values.items():
+        decl = declared.get(key, dataclasses.MISSING)
+        if key in subs:
+            if value is not None:
+                sub = _without_timm(subs[key])
+                kw = shrink_kwargs(sub, shrink)
+                kw["model_type"] = getattr(sub, "model_type", "")
+                out[key] = kw
+            continue
+        if key in ("use_timm_backbone", "use_pretrained_backbone") and value:
+            out[key] = False  # a backbone from transformers itself, random weights: no timm, no download
+            continue
+        if value is None and key in ("image_token_id", "image_token_index") and plan.vocab:
+            # image-text models whose default leaves the placeholder token unset (BLIP-2)
+            out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000, shrink)
+            continue
+        if value is None and key == "prediction_length":
+            out[key] = 8  # forecasting configs leave the horizon unset and refuse to build without one
+            continue
+        if value is None and key.lower() in ("n_shared_experts", "num_shared_experts") and values.get("moe_intermediate_size"):
+            out[key] = 1
+            continue
+        if value is None and key.lower() in _EXPERTS + _EXPERTS_PER_TOKEN and any(
+                values.get(k) is not None for k in ("moe_intermediate_size", "expert_intermediate_size")):
+            # some default configs leave the expert counts unset and cannot be instantiated
+            out[key] = SMALL_DEFAULTS["experts" if key.lower() in _EXPERTS else "experts_per_token"]
+            continue
+        if value is None or isinstance(value, bool):
+            continue
+        low = key.lower()
+        kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
+        if decl is None and not kv_like and "rope" not in low and key not in per_layer:
+            out[key] = None  # the class derives it (head_dim, layer_types, intermediate_size...): derive again
+            continue
+        new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
+                            new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
+        if new is not _SAME:
+            out[key] = new
+    if plan.widths:
+        _rescale_rope_sections(values, out, new_heads)
+    return out
+
+
+def _without_timm(sub: Any) -> Any:
+    """A timm backbone (timm is not a dependency) becomes transformers' own ResNet with the same
+    output stages; detection models accept any backbone config."""
+    if getattr(sub, "model_type", "") != "timm_backbone":
+        return sub
+    indices = list(_get(sub, "out_indices") or [4])
+    return CONFIG_MAPPING_CLS("resnet")(out_indices=indices, num_channels=_get(sub, "num_channels") or 3)
+
+
+def _rescale_rope_sections(values: Mapping[str, Any], out: dict[str, Any], new_heads: int | None) -> None:
+    """Multimodal rotary sections (``mrope_section``) must add up to half the rotary head dim: scale
+    them with the head dim they were written for."""
+    width = out.get("hidden_size") if _is_int(out.get("hidden_size")) else None
+
+    def new_dim(old_half: int) -> int | None:
+        for key in ("head_dim", "qk_rope_head_dim", "rotary_dim", "attention_head_dim"):
+            old = values.get(key)
+            if _is_int(old) and old == 2 * old_half:
+                new = out.get(key, old)
+                if new is None and width and new_heads:
+                    new = width // new_heads
+                return int(new) if _is_int(new) else None
+        old_width, old_heads = values.get("hidden_size"), values.get("num_attention_heads")
+        if _is_int(old_width) and _is_int(old_heads) and old_heads and old_width // old_heads == 2 * old_half:
+            return width // new_heads if width and new_heads else None
+        return None
+
+    def fix(d: dict[str, Any]) -> dict[str, Any]:
+        d = dict(d)
+        for k, v in d.items():
+            if isinstance(v, dict):
+                d[k] = fix(v)
+            elif "section" in k and _int_list(v) and len(v) > 1:
+                dim = new_dim(sum(v))
+                if dim is None or dim // 2 == sum(v):
+                    continue
+                half = dim // 2
+                scaled = [max(1, x * half // sum(v)) for x in v]
+                scaled[0] += half - sum(scaled)
+                if min(scaled) >= 1:
+                    d[k] = type(v)(scaled)
+        return d
+
+    for key, value in values.items():
+        if isinstance(value, dict) and "rope" in key and isinstance(out.get(key, value), dict):
+            fixed = fix(out.get(key, value))
+            if fixed != value:
+                out[key] = fixed
+        elif "section" in key and _int_list(value):
+            fixed = fix({key: value})[key]
+            if fixed != value:
+                out[key] = fixed
+
+
+_SAME = object()
+
+
+def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shrink: _Shrink, *, ratio: float,
+                  head_ratio: float, heads0: int | None, new_heads: int | None, layer: tuple[str, int] | None,
+                  keep: list[int] | None, n_layers: int | None) -> Any:
+    plan = shrink.plan
+    # layer counts and per-layer lists
+    if plan.layers:
+        if layer and key == layer[0] and n_layers is not None:
+            return n_layers
+        if _is_int(value) and value > SMALL_DEFAULTS["layers"] and (
+            low in _LAYER_EXACT or (low.endswith("_layers") and low.startswith(("num_", "n_")) and not any(
+                w in low for w in ("feat", "conv", "extract", "nextn", "mtp", "dense", "adapter", "pos", "upsampl", "resid")))
+        ):
+            return SMALL_DEFAULTS["layers"]
+        if low in _LAYER_LISTS and _int_list(value):
+            return type(value)(min(x, SMALL_DEFAULTS["layers"]) for x in value)
+        if keep is not None and layer and isinstance(value, (list, tuple, str)) and len(value) == layer[1] and layer[1] >= 5:
+            picked = [value[i] for i in keep]
+            return "".join(picked) if isinstance(value, str) else type(value)(picked)
+        if keep is not None and layer and _int_list(value) and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx")) \
+                and all(-layer[1] <= x < layer[1] for x in value) and len(value) < layer[1]:
+            n = n_layers or SMALL_DEFAULTS["layers"]
+            mapped = sorted({min(n - 1, round(x * (n - 1) / max(1, layer[1] - 1))) if x >= 0 else max(x, -n) for x in value})
+            return type(value)(mapped)
+        if low == "first_k_dense_replace" and _is_int(value) and value > 1:
+            return 1
+    # vocabulary and the special tokens inside it
+    if plan.vocab and _is_int(value) and value > SMALL_DEFAULTS["vocab"] and low.endswith("vocab_size") and low != "type_vocab_size":
+        return SMALL_DEFAULTS["vocab"]
+    if plan.vocab and (low.endswith(("_token_id", "_token_index", "_token_ids")) or low in ("decoder_start_token_id",)):
+        return _remap_tokens(key, value, shrink)
+    if plan.vocab and low in ("max_position_embeddings", "n_positions", "max_target_positions", "n_ctx") and _is_int(value) \
+            and value > SMALL_DEFAULTS["positions"]:
+        return SMALL_DEFAULTS["positions"]
+    if plan.extras:
+        if low == "num_queries" and _is_int(value) and value > 16:
+            return 16
+        if low == "context_length" and _is_int(value) and value > 64 and "patch_length" in values:
+            return 64
+        if low in _EXPERTS and _is_int(value) and value > SMALL_DEFAULTS["experts"]:
+            return SMALL_DEFAULTS["experts"]
+        if low in _EXPERTS_PER_TOKEN and _is_int(value) and value > SMALL_DEFAULTS["experts_per_token"]:
+            return SMALL_DEFAULTS["experts_per_token"]
+        if low == "n_group" and _is_int(value) and value > 2:
+            return 2
+        if low in ("n_groups", "ngroups", "mamba_n_groups") and _is_int(value) and value > 1 and plan.widths:
+            return 1  # state-space head groups must divide the (fewer) heads
+        if low == "topk_group" and _is_int(value) and value > 1:
+            return 1
+        if low == "max_source_positions" and _is_int(value) and value > SMALL_DEFAULTS["audio_positions"]:
+            return SMALL_DEFAULTS["audio_positions"]
+        if low in ("num_frames", "frames_per_clip") and _is_int(value) and value > SMALL_DEFAULTS["frames"]:
+            return SMALL_DEFAULTS["frames"]
+        if low == "patch_size" and _is_int(value) and value > SMALL_DEFAULTS["image_patch"]:
+            return SMALL_DEFAULTS["image_patch"]
+        if low == "window_size" and _is_int(value) and value > 2 and "image_size" in values:
+            return 2  # windowed vision attention: every stage must stay at least one window wide
+        if low == "image_size" and (_is_int(value) or _int_list(value)):
+            patch = values.get("patch_size")
+            p = min(patch, SMALL_DEFAULTS["image_patch"]) if _is_int(patch) else (
+                SMALL_DEFAULTS["image_patch"] if _int_list(patch) else 4)
+            side = max(SMALL_DEFAULTS["image_size"], 8 * p)
+            window = values.get("window_size")
+            stages = values.get("depths")
+            if _is_int(window) and _int_list(stages):
+                side = max(side, p * min(window, 2) * 2 ** (len(stages) - 1))
+            if isinstance(value, (list, tuple)):
+                return type(value)(min(x, side) for x in value)
+            return min(value, side)
+    if not plan.widths:
+        return _SAME
+    # attention heads
+    if _is_int(value) and value > 0:
+        kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
+        if kv_like:
+            h = new_heads or SMALL_DEFAULTS["heads"]
+            if heads0 is not None and value == heads0:
+                return h
+            k = min(value, SMALL_DEFAULTS["kv_heads"], h)
+            while h % k:
+                k -= 1
+            return k
+        if low.endswith("heads") or low in ("n_head", "num_heads"):
+            return _pow2_at_most(value, SMALL_DEFAULTS["heads"])
+        if low.endswith(_HEAD_DIM_SUFFIX) and head_ratio < 1:
+            new = max(min(8, value), int(round(value * head_ratio)))  # rotary parts need a few pairs
+            return new + (new % 2)
+    if low.endswith("heads") and _int_list(value):
+        base = min(value)
+        return type(value)(_pow2_at_most(max(1, x // base), 8) for x in value)
+    # widths: scaled by the config's ratio, or following the width they equal elsewhere in the tree
+    if any(w in low for w in _NOT_SIZE) or low == "num_channels":
+        return _SAME
+    width_like = low in _WIDTH_EXACT or low.endswith(_WIDTH_SUFFIX)
+    if width_like and _is_int(value) and value >= 16:
+        if value in shrink.widths:
+            return shrink.widths[value]
+        if ratio < 1:
+            return _round(value * ratio)
+    if width_like and _int_list(value) and ratio < 1 and min(value) >= 16:
+        return type(value)(_round(x * ratio) for x in value)
+    return _SAME
+
+
+def _remap_tokens(key: str, value: Any, shrink: _Shrink) -> Any:
+    """Special token ids beyond the new vocabulary move to its top, each to a slot of its own."""
+    vocab = SMALL_DEFAULTS["vocab"]
+
+    def one(v: Any) -> Any:
+        if not _is_int(v) or v < vocab // 2:
+            return v
+        slot = shrink.vocab_map.setdefault(f"{v}", vocab - 1 - len(shrink.vocab_map))
+        return max(slot, vocab // 2)
+
+    if isinstance(value, (list, tuple)):
+        return type(value)(one(v) for v in value)
+    return one(value)
+
+
+def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, Any], model_type: str) -> None:
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        target, node = kwargs, cfg
+        for part in parts[:-1]:
+            sub = target.get(part)
+            if not isinstance(sub, dict) or not hasattr(node, part):
+                raise HFError(f"{model_type} config has no sub-config {part!r} (in --set {dotted})")
+            target, node = sub, getattr(node, part)
+        key = parts[-1]
+        amap = getattr(node, "attribute_map", {}) or {}
+        key = amap.get(key, key)
+        known = set(_declared(type(node))) | set(vars(node))
         if key not in known:
-            raise HFError(f"{model_type} config has no field {key!r}")
-        apply_override(cfg, key, value, f"hf:{model_type}")
-    cfg._attn_implementation = "sdpa"
-    del tf
+            raise HFError(f"{model_type} config has no field {parts[-1]!r}")
+        declared = None
+        if dataclasses.is_dataclass(node):
+            declared = next((f.type for f in dataclasses.fields(node) if f.name == key), None)
+        target[key] = check_override(f"hf:{model_type}", dotted, value, getattr(node, key, None), declared)
+
+
+def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, plan: Plan = PLANS[0]) -> Any:
+    """The model type's config, shrunk by ``plan``, with ``overrides`` applied on top."""
+    _transformers()
+    from transformers import CONFIG_MAPPING
+
+    model_type = resolve_type(model_type)
+    cls = CONFIG_MAPPING[model_type]
+    try:
+        base = cls()
+    except Exception as err:
+        raise HFError(f"{model_type}: its default config cannot be built: {_short(err)}") from None
+    widths: dict[int, int] = {}
+    _collect_widths(base, plan, widths)
+    kwargs = shrink_kwargs(base, _Shrink(plan, widths)) if plan.name != "default" else {}
+    if "use_cache" in _declared(cls) or hasattr(base, "use_cache"):
+        kwargs["use_cache"] = False
+    _apply_overrides(kwargs, base, overrides or {}, model_type)
+    try:
+        cfg = cls(**kwargs)
+    except Exception as err:  # config validators raise their own exception types
+        raise HFError(f"{model_type}: config rejected ({plan.name} plan): {_short(err)}") from None
+    _finish_config(cfg)
     return cfg
+
+
+def _finish_config(cfg: Any) -> None:
+    """Settings no plan should change: no cache, no pretrained backbone, valid special tokens."""
+    for c in _walk(cfg):
+        if hasattr(c, "use_cache"):
+            with contextlib.suppress(Exception):
+                c.use_cache = False
+        for key in ("use_pretrained_backbone", "use_timm_backbone"):
+            if _get(c, key):
+                with contextlib.suppress(Exception):
+                    setattr(c, key, False)
+        vocab = _get(c, "vocab_size", None)
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
+            v = _get(c, key)
+            if _is_int(vocab) and _is_int(v) and v >= vocab:
+                with contextlib.suppress(Exception):
+                    setattr(c, key, vocab - 1)
+        if _get(c, "is_encoder_decoder", False):
+            for key in ("decoder_start_token_id", "pad_token_id"):
+                if _get(c, key) is None and hasattr(c, key):
+                    with contextlib.suppress(Exception):
+                        setattr(c, key, 0)
+
+
+def _walk(cfg: Any) -> Iterator[Any]:
+    yield cfg
+    for sub in _subconfigs(cfg).values():
+        yield from _walk(sub)
+
+
+def _short(err: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:limit]}"
+
+
+# -- heads ------------------------------------------------------------------------------------
+
+# (mapping, what the labels are) in order of preference: a head that returns a loss first
+_HEADS = (
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_TIME_SERIES_PREDICTION_MAPPING_NAMES", "none"),  # future_values are its targets
+    ("MODEL_MAPPING_NAMES", "none"),
+)
+
+
+def head_classes(model_type: str) -> list[tuple[str, str, str]]:
+    """``(task, class name, label kind)`` for every head the type has, loss-returning heads first."""
+    from transformers.models.auto import modeling_auto
+
+    out: list[tuple[str, str, str]] = []
+    for mapping, labels in _HEADS:
+        names = getattr(modeling_auto, mapping, {}).get(model_type)
+        if names is None:
+            continue
+        for name in names if isinstance(names, (list, tuple)) else (names,):
+            task = mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower() or "base"
+            if mapping == "MODEL_MAPPING_NAMES":
+                task = "base"
+            if all(name != n for _, n, _ in out):
+                out.append((task, name, labels))
+    if not out:
+        out = _named_like_config(model_type)
+    return out
+
+
+def _named_like_config(model_type: str) -> list[tuple[str, str, str]]:
+    """Sub-model types (``clip_text_model``...) have no auto mapping; their model class is named
+    after the config class (``CLIPTextConfig`` -> ``CLIPTextModel``)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config_name = CONFIG_MAPPING_NAMES.get(model_type, "")
+    if not config_name.endswith("Config"):
+        return []
+    stem = config_name.removesuffix("Config")
+    out = []
+    for name, task, labels in ((stem + "ForCausalLM", "causal_lm", "tokens"), (stem + "Model", "base", "none"),
+                               (stem, "base", "none")):
+        try:
+            found = getattr(transformers, name, None) is not None
+        except Exception:  # a backend the class needs is missing: the build says so
+            found = True
+        if found:
+            out.append((task, name, labels))
+    return out
+
+
+def has_base_model(model_type: str) -> bool:
+    from transformers.models.auto import modeling_auto
+
+    return model_type in modeling_auto.MODEL_MAPPING_NAMES
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+def _find(cfg: Any, *keys: str) -> Any:
+    """The first of ``keys`` set in the config or (breadth first) its sub-configs."""
+    queue = [cfg]
+    while queue:
+        c = queue.pop(0)
+        for k in keys:
+            v = _get(c, k)
+            if v is not None and not isinstance(v, bool):
+                return v
+        queue.extend(_subconfigs(c).values())
+    return None
+
+
+def _vision_cfg(cfg: Any) -> Any:
+    for c in _walk(cfg):
+        if _get(c, "image_size", None) is not None or _get(c, "patch_size", None) is not None:
+            return c
+    return cfg
+
+
+def _side(v: Any, default: int) -> tuple[int, int]:
+    if _is_int(v):
+        return int(v), int(v)
+    if _int_list(v) and len(v) >= 2:
+        return int(v[0]), int(v[1])
+    return default, default
+
+
+def _token_ids(cfg: Any, batch: int, seq: int, g: torch.Generator) -> torch.Tensor:
+    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    vocab = _get(text, "vocab_size", None) or _find(cfg, "vocab_size") or 100
+    special = [int(v) for c in _walk(cfg) for k, v in vars(c).items()
+               if _is_int(v) and k.endswith(("_token_id", "_token_index")) and "pad" not in k and "bos" not in k
+               and "eos" not in k and "start" not in k and v >= 3]
+    high = min([int(vocab)] + [s for s in special if s < vocab])
+    return torch.randint(0, max(2, high), (batch, seq), generator=g)
+
+
+def _image(cfg: Any, batch: int, g: torch.Generator) -> torch.Tensor:
+    vc = _vision_cfg(cfg)
+    h, w = _side(_get(vc, "image_size", None), 64)
+    ch = _get(vc, "num_channels", None)
+    ch = ch if _is_int(ch) else 3
+    return torch.randn(batch, ch, h, w, generator=g)
+
+
+def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int, seed: int,
+                   only: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Candidate keyword inputs for the model, most faithful first (``only``: the one named so)."""
+    g = torch.Generator().manual_seed(seed)
+    params = _forward_params(model)
+    main = getattr(model, "main_input_name", "input_ids")
+    main = main[0] if isinstance(main, (list, tuple)) else main
+    ids = _token_ids(cfg, batch, seq, g)
+    layouts: list[tuple[str, dict[str, Any]]] = []
+    if main == "input_ids" or main not in ("pixel_values", "input_values", "input_features", "pixel_values_videos",
+                                           "past_values"):
+        base = {"input_ids": ids} if "input_ids" in params else {}
+        if "pixel_values" in params:
+            image: dict[str, Any] = {"pixel_values": _image(cfg, batch, g)}
+            if "image_grid_thw" in params:
+                image = _patches_with_grid(model, cfg, {"image_grid_thw", "pixel_values"}, batch, g)
+            token = _find(cfg, "image_token_id", "image_token_index")
+            wanted = only is None or only == _IMAGE_TOKENS
+            with_tokens = _image_text(model, ids, image, token) if wanted else None
+            if with_tokens is not None:
+                layouts.append((_IMAGE_TOKENS, with_tokens))
+            layouts.append(("input_ids+pixel_values", {**base, **image}))
+            if "image_grid_thw" not in params:
+                layouts.append(("input_ids+pixel_values (frames)", {**base, "pixel_values": _video(cfg, image["pixel_values"])}))
+        for audio in ("input_features", "input_values"):
+            if audio in params and base:  # text-audio pairs (CLAP, CLVP...)
+                layouts.extend((f"input_ids+{name}", {**base, **inputs})
+                               for name, inputs in _audio_layouts(cfg, audio, batch, g))
+        if base:
+            layouts.append(("input_ids", base))
+    elif main == "pixel_values":
+        pixels = _image(cfg, batch, g)
+        layouts.append(("pixel_values", {"pixel_values": pixels}))
+        layouts.append(("pixel_values (frames or image pairs)", {"pixel_values": _video(cfg, pixels)}))
+        if "input_ids" in params:
+            layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": pixels, "input_ids": ids}))
+            token = _find(cfg, "image_token_id", "image_token_index")
+            if only is None or only == _IMAGE_TOKENS:
+                with_tokens = _image_text(model, ids, {"pixel_values": pixels}, token)
+                if with_tokens is not None:
+                    layouts.insert(0, (_IMAGE_TOKENS, with_tokens))
+    elif main == "pixel_values_videos":
+        layouts.append(("pixel_values_videos", {"pixel_values_videos": _video(cfg, _image(cfg, batch, g))}))
+    elif main == "input_values":
+        layouts.extend(_audio_layouts(cfg, "input_values", batch, g))
+    elif main == "past_values":
+        layouts.extend(_time_series(cfg, params, batch, g))
+    elif main == "input_features":
+        layouts.extend(_audio_layouts(cfg, "input_features", batch, g))
+    required = _required_params(model)
+    if {"grid_thw", "image_grid_thw"} & required:
+        layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
+    if "spatial_shapes" in required:
+        layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
+    if not layouts:
+        layouts.append((f"{main} (by name)", {}))
+    filled: list[tuple[str, dict[str, Any]]] = []
+    for name, inputs in layouts:
+        _decoder_inputs(model, cfg, inputs, ids, params)
+        _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
+        _by_name(cfg, inputs, required, ids, batch, g)
+        filled.extend(_with_masks(name, inputs, required, params))
+        if labels == "none" and "labels" in params and "labels" not in inputs:
+            filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
+    return filled if only is None else [(n, i) for n, i in filled if n == only] or filled
+
+
+def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
+    """Waveforms ``(batch, samples)`` or ``(batch, channels, samples)``, spectrograms and
+    feature frames in both orders, at the lengths the config ties them to."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    if name == "input_values":
+        n = 3200
+        ch = _find(cfg, "audio_channels")
+        out.append(("input_values", {name: torch.randn(batch, n, generator=g)}))
+        out.append(("input_values (channels)", {name: torch.randn(batch, int(ch) if _is_int(ch) else 1, n, generator=g)}))
+        mel = _find(cfg, "num_mel_bins")
+        if _is_int(mel):
+            length = _find(cfg, "max_length")
+            frames = int(length) if _is_int(length) and 0 < length <= 2048 else 64
+            out.insert(0, ("input_values (spectrogram)", {name: torch.randn(batch, frames, int(mel), generator=g)}))
+        return out
+    sizes = [int(v) for k in ("num_mel_bins", "input_feat_per_channel", "feature_size", "input_dim",
+                              "feature_projection_input_dim", "n_mels", "num_features")
+             if _is_int(v := _find(cfg, k)) and v > 0]
+    chans = _find(cfg, "input_channels")
+    per_channel = _find(cfg, "input_feat_per_channel")
+    if _is_int(chans) and _is_int(per_channel):
+        sizes.insert(0, per_channel * chans)
+    sizes = list(dict.fromkeys(sizes)) or [80]
+    mel = sizes[0]
+    src = _find(cfg, "max_source_positions")
+    if _is_int(src):
+        out.append(("input_features", {name: torch.randn(batch, mel, 2 * src, generator=g)}))
+    window = _find(cfg, "n_window")
+    frames = 2 * window if _is_int(window) and 0 < window <= 256 else 64
+    out.append(("input_features (frames last)", {name: torch.randn(batch, mel, frames, generator=g)}))
+    for feat in sizes:
+        out.append((f"input_features ({feat} features last)", {name: torch.randn(batch, frames, feat, generator=g)}))
+    out.append(("input_features (one-channel spectrogram)", {name: torch.randn(batch, 1, frames, mel, generator=g)}))
+    return out
+
+
+def _time_series(cfg: Any, params: set[str], batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
+    """Forecasting models: a history (context plus the largest lag), its time features and
+    observed mask, and the future window the loss is computed on; univariate and per-channel."""
+    context = _get(cfg, "context_length") or _get(cfg, "prediction_length") or 32
+    lags = _get(cfg, "lags_sequence")
+    history = int(context) + (max(lags) if _int_list(lags) else 0)
+    horizon = int(_get(cfg, "prediction_length") or _get(cfg, "horizon_length") or 8)
+    channels = _get(cfg, "input_size") or _get(cfg, "num_input_channels") or 1
+    features = int(_get(cfg, "num_time_features") or 0) + int(_get(cfg, "num_dynamic_real_features") or 0)
+    out = []
+    for shape_tail in ((), (int(channels),)):
+        past = torch.randn(batch, history, *shape_tail, generator=g)
+        inputs: dict[str, Any] = {"past_values": past}
+        if "past_time_features" in params:
+            inputs["past_time_features"] = torch.randn(batch, history, features, generator=g)
+        for name in ("past_observed_mask", "observed_mask"):
+            if name in params:
+                inputs[name] = torch.ones_like(past)
+        if "past_values_padding" in params:
+            inputs["past_values_padding"] = torch.zeros(batch, history)
+        if "freq" in params:
+            inputs["freq"] = torch.zeros(batch, 1, dtype=torch.long)
+        if "future_values" in params:
+            inputs["future_values"] = torch.randn(batch, horizon, *shape_tail, generator=g)
+        if "future_time_features" in params:
+            inputs["future_time_features"] = torch.randn(batch, horizon, features, generator=g)
+        out.append((f"past_values{'' if not shape_tail else ' (channels)'}", inputs))
+    return out
+
+
+def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
+    """Frames (video models) or an image pair (matching models): ``(batch, frames, C, H, W)``."""
+    frames = _find(cfg, "num_frames", "frames_per_clip")
+    frames = int(frames) if _is_int(frames) and frames > 0 else 2
+    return image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()
+
+
+def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
+             g: torch.Generator) -> None:
+    """Required arguments no layout supplies, made from their names: ids and indices, lengths,
+    then float features as wide as the model (masks are added separately)."""
+    seq = ids.shape[1]
+    width = _find(cfg, "hidden_size", "d_model", "n_embd", "embed_dim")
+    width = int(width) if _is_int(width) else 64
+    for name in sorted(required - set(inputs)):
+        if name.endswith("mask"):
+            continue
+        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input"):
+            inputs[name] = ids.clone()
+        elif "length" in name:
+            inputs[name] = torch.full((batch,), seq, dtype=torch.long)
+        elif "mel" in name:
+            mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
+            inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
+        else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
+            inputs[name] = torch.randn(batch, seq, width, generator=g)
+
+
+def _required_params(model: nn.Module) -> set[str]:
+    try:
+        sig = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in sig.parameters.values()
+            if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def _with_masks(name: str, inputs: dict[str, Any], required: set[str],
+                params: Collection[str] = ()) -> list[tuple[str, dict[str, Any]]]:
+    """Masks the layout lacks, all ones, over (batch, last dim) or (batch, second dim): the required
+    ones, else (as later candidates) an optional mask named after an input the layout has."""
+    masks = sorted(r for r in required if r.endswith("mask") and r not in inputs)
+    optional = sorted(p for p in params if p.endswith("_mask") and p not in inputs and p not in required
+                      and any(p == f"{k}_mask" for k in inputs))
+    main = next((v for v in inputs.values() if isinstance(v, torch.Tensor) and v.dim() >= 2), None)
+    if main is None or not (masks or optional):
+        return [(name, inputs)]
+    if not masks:
+        return [(name, inputs), *_with_masks(name, inputs, set(optional))]
+    shapes = list(dict.fromkeys([(main.shape[0], main.shape[-1]), (main.shape[0], main.shape[1])]))
+    out = []
+    for dtype in (torch.long, torch.bool):
+        for i, shape in enumerate(shapes):
+            how = ("" if i == 0 else " over dim 1") + ("" if dtype == torch.long else " as bool")
+            out.append((f"{name}+{'+'.join(masks)}{how}", {**inputs, **{m: torch.ones(shape, dtype=dtype) for m in masks}}))
+    return out
+
+
+def _patches_with_shapes(cfg: Any, batch: int, g: torch.Generator) -> dict[str, Any]:
+    """NaFlex-style vision towers take patch rows, each image's (h, w) in patches and a mask."""
+    vc = _vision_cfg(cfg)
+    patch = _find(vc, "patch_size")
+    patch = int(patch) if _is_int(patch) else 16
+    chans = _find(vc, "num_channels")
+    chans = int(chans) if _is_int(chans) else 3
+    side = 4
+    return {
+        "pixel_values": torch.randn(batch, side * side, chans * patch * patch, generator=g),
+        "spatial_shapes": torch.tensor([[side, side]] * batch),
+        "pixel_attention_mask": torch.ones(batch, side * side, dtype=torch.long),
+    }
+
+
+def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: int, g: torch.Generator) -> dict[str, Any]:
+    """Qwen-style vision towers take flattened patches and a (t, h, w) grid per image."""
+    vc = _vision_cfg(cfg)
+    patch = _find(vc, "patch_size")
+    patch = int(patch) if _is_int(patch) else 14
+    temporal = _find(vc, "temporal_patch_size")
+    temporal = int(temporal) if _is_int(temporal) else 1
+    merge = _find(vc, "spatial_merge_size", "merge_size")
+    merge = int(merge) if _is_int(merge) else 2
+    chans = _find(vc, "in_channels", "in_chans", "num_channels")
+    chans = int(chans) if _is_int(chans) else 3
+    side = 2 * merge
+    grid_name = "grid_thw" if "grid_thw" in required else "image_grid_thw"
+    patches_name = next((r for r in ("hidden_states", "pixel_values") if r in required), "pixel_values")
+    return {
+        patches_name: torch.randn(batch * side * side, chans * temporal * patch * patch, generator=g),
+        grid_name: torch.tensor([[1, side, side]] * batch),
+    }
+
+
+_IMAGE_TOKENS = "input_ids+pixel_values (image tokens)"
+_NO_IMAGE_COUNT: set[str] = set()  # model classes whose image features cannot be counted on fake tensors
+
+
+def _image_text(model: nn.Module, ids: torch.Tensor, image: dict[str, Any], token: Any) -> dict[str, Any] | None:
+    """Text with as many image tokens as the vision tower yields features (counted on meta)."""
+    get = getattr(model, "get_image_features", None)
+    if not _is_int(token) or get is None or type(model).__name__ in _NO_IMAGE_COUNT:
+        return None
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                _as_export():
+            feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in image.items()})
+    except Exception as err:
+        if any(k in f"{type(err).__name__}: {err}" for k in _SIZE_INDEPENDENT):
+            _NO_IMAGE_COUNT.add(type(model).__name__)
+        return None
+    feats = getattr(feats, "pooler_output", feats)
+    if isinstance(feats, (list, tuple)):
+        count = sum(int(f.shape[:-1].numel()) for f in feats if isinstance(f, torch.Tensor))
+    elif isinstance(feats, torch.Tensor):
+        count = int(feats.shape[:-1].numel())
+    else:
+        return None
+    batch, seq = ids.shape
+    per_image = count // batch
+    if per_image <= 0 or per_image > 4096:
+        return None
+    text = ids[:, : max(2, seq // 2)]
+    tokens = torch.full((batch, per_image), int(token), dtype=ids.dtype)
+    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **image}
+
+
+def _decoder_inputs(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.Tensor, params: set[str]) -> None:
+    if _get(cfg, "is_encoder_decoder", False) and "decoder_input_ids" in params and "labels" not in params:
+        inputs.setdefault("decoder_input_ids", ids.clone())
+
+
+def _add_labels(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.Tensor, labels: str,
+                params: set[str], batch: int, g: torch.Generator) -> None:
+    if "labels" not in params or labels == "none":
+        return
+    if labels == "class":
+        n = _get(cfg, "num_labels", 2) or 2
+        inputs["labels"] = torch.randint(0, int(n), (batch,), generator=g)
+    elif "input_ids" in inputs and not _get(cfg, "is_encoder_decoder", False):
+        inputs["labels"] = inputs["input_ids"].clone()
+    else:
+        inputs["labels"] = ids.clone()
+
+
+def _forward_params(model: nn.Module) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _as_export() -> Iterator[None]:
+    """Run eager code on fake meta tensors the way export sees it: autocast regions on meta
+    allowed, and ``torch.compiler.is_exporting()`` true, so library code takes the same branches
+    as under ``torch.export`` (Hugging Face's MoE layers pick their exportable fallback)."""
+    from torch import compiler
+
+    from .tracer import meta_autocast
+
+    flags = (compiler._is_compiling_flag, compiler._is_exporting_flag)
+    compiler._is_compiling_flag = compiler._is_exporting_flag = True
+    try:
+        with meta_autocast():
+            yield
+    finally:
+        compiler._is_compiling_flag, compiler._is_exporting_flag = flags
+
+
+def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
+    """None when a forward pass on fake meta tensors accepts ``inputs``, else why not.
+
+    Fake tensors, as export uses: Hugging Face code sees it is being traced and takes the paths
+    export takes (plain meta tensors fail on the ``.item()`` calls of eager-only shortcuts)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                _as_export():
+            fake = {k: (mode.from_tensor(v.to("meta")) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+            model(**fake)
+    except Exception as err:
+        return _short(err, 200)
+    return None
+
+
+@dataclass
+class Built:
+    """What :func:`build` chose: the plan, the head, the inputs' layout, and what it tried."""
+
+    model_type: str
+    plan: str
+    task: str
+    head: str
+    layout: str
+    probed: bool
+    tried: list[str] = field(default_factory=list)
+
+
+# probe failures no other plan can fix: branches on values, missing arguments
+_SIZE_INDEPENDENT = ("DataDependent", "data-dependent", "missing a required argument", "missing 1 required",
+                     "unexpected keyword argument", "has no attribute")
+
+# probe failures that say more about fake tensors than about the inputs
+_PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised padding", "DataDependent", "data-dependent",
+                 "meta tensor", "on the meta device", "out of meta")
+
+_CHOICES: dict[tuple[Any, ...], tuple[Plan, str, str, str, bool, list[str]]] = {}
+
+
+def CONFIG_MAPPING_CLS(model_type: str) -> Any:  # noqa: N802 (reads as the mapping it wraps)
+    from transformers import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type]
+
+
+def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
+    cls = getattr(tf, head)
+    model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
+    return model  # type: ignore[no-any-return]
+
+
+def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> tuple[Plan, str, str, str, bool, list[str]]:
+    """Search plans x heads x input layouts on the meta device; the first whose forward runs wins."""
+    key = (model_type, tuple(sorted((k, repr(v)) for k, v in overrides.items())), batch, seq, seed)
+    if key in _CHOICES:
+        return _CHOICES[key]
+    tf = _transformers()
+    heads = head_classes(model_type)
+    try:
+        enc_dec = bool(_get(CONFIG_MAPPING_CLS(model_type)(), "is_encoder_decoder", False))
+    except Exception:  # a default config that cannot be built: make_config below says why
+        enc_dec = False
+    if enc_dec:
+        heads.sort(key=lambda h: h[0] not in ("seq_to_seq_causal_lm", "speech_seq_2_seq"))
+    if not heads:
+        raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
+                      "sub-model type)")
+    tried: list[str] = []
+    first: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    t0 = time.perf_counter()
+    config_errors: list[str] = []
+    previous: set[str] | None = None
+    hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
+    limited: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    for plan in PLANS:
+        failures: set[str] = set()
+        try:
+            cfg = make_config(model_type, overrides, plan)
+        except HFError as err:
+            if "no field" in str(err) or "no sub-config" in str(err):
+                raise
+            config_errors.append(str(err))
+            tried.append(f"{plan.name}: {err}")
+            continue
+        for task, head, labels in heads:
+            try:
+                with torch.device("meta"):
+                    torch.manual_seed(seed)
+                    model = _instantiate(tf, head, cfg)
+                model.eval()
+            except Exception as err:
+                tried.append(f"{plan.name}/{head}: build: {_short(err, 160)}")
+                continue
+            try:
+                _default_language(model, cfg)
+                layouts = _input_layouts(model, cfg, labels, batch, seq, seed)
+            except Exception as err:
+                tried.append(f"{plan.name}/{head}: inputs: {_short(err, 160)}")
+                continue
+            for layout, inputs in layouts:
+                if first is None:
+                    first = (plan, task, head, layout, False, tried)
+                if (head, layout) in hopeless or ("*", layout) in hopeless:
+                    continue
+                why = _probe(model, inputs)
+                if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
+                    limited = (plan, task, head, layout, False, tried)  # export may manage what the probe cannot
+                if why is None:
+                    choice = (plan, task, head, layout, True, tried)
+                    _CHOICES[key] = choice
+                    return choice
+                tried.append(f"{plan.name}/{head}/{layout}: {why}")
+                failures.add(why)
+                if any(k in why for k in _SIZE_INDEPENDENT):
+                    # a branch on values fails in every head that runs the same tower
+                    hopeless.add(("*" if "ata-dependent" in why or "DataDependent" in why else head, layout))
+            if time.perf_counter() - t0 > _BUDGET_S and first is not None:
+                break
+        if time.perf_counter() - t0 > _BUDGET_S and first is not None:
+            break
+        if plan.name == "layers-only" and first is not None and previous is not None and failures and failures <= previous:
+            break  # unshrunk widths failed the same way: size is not the cause, skip the full-size default
+        if plan.name == "small":
+            previous = failures
+    if first is None:
+        why = tried[0] if tried else (config_errors[0] if config_errors else "no input layout for its forward")
+        missing = re.search(r"requires the (\w+) library", " ".join(tried))
+        if missing:
+            why = f"its model class needs the {missing.group(1)} library, which is not installed"
+        raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
+    _CHOICES[key] = limited or first
+    return _CHOICES[key]
 
 
 def build(
@@ -128,43 +1198,50 @@ def build(
     seq: int = 16,
     seed: int = 0,
     device: str | torch.device = "cpu",
+    info: list[Built] | None = None,
 ) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """The model (task head chosen by architecture) and keyword inputs ``input_ids``, ``labels``."""
+    """The model (the first head that returns a loss, else the base model) and its keyword inputs.
+
+    ``info``, when given, receives a :class:`Built` saying which plan, head and inputs were chosen."""
+    model_type = resolve_type(model_type)
+    try:
+        return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
+    except HFError:
+        raise
+    except Exception as err:  # transformers code raising on a config it shipped: a one-line reason
+        raise HFError(f"cannot build {model_type}: {_short(err)}") from None
+
+
+def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, seed: int,
+           device: str | torch.device, info: list[Built] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     tf = _transformers()
     with _quiet():
-        cfg = make_config(model_type, overrides)
+        plan, task, head, layout, probed, tried = _choose(model_type, overrides, batch, seq, seed)
+        cfg = make_config(model_type, overrides, plan)
         torch.manual_seed(seed)
-        model = None
-        errors = []
-        heads = (
-            ("AutoModelForSeq2SeqLM", "AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel")
-            if getattr(cfg, "is_encoder_decoder", False)
-            else ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel")
-        )
-        ctx = torch.device(device) if str(device) == "meta" else contextlib.nullcontext()
-        for head in heads:
-            try:
-                with ctx:  # type: ignore[attr-defined]
-                    model = getattr(tf, head).from_config(cfg)
-                break
-            except (ValueError, KeyError, AttributeError) as err:
-                errors.append(f"{head}: {err}")
-        if model is None:
-            raise HFError(f"cannot build {model_type} from its config: {errors[-1] if errors else '?'}")
+        try:
+            ctx: Any = torch.device("meta") if str(device) == "meta" else contextlib.nullcontext()
+            with ctx:
+                model = _instantiate(tf, head, cfg)
+        except Exception as err:
+            raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
         model.eval()
-    vocab = int(getattr(cfg, "vocab_size", 100) or 100)
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (batch, seq), generator=g)
-    inputs: dict[str, torch.Tensor] = {"input_ids": ids}
-    if "labels" in _forward_params(model):
-        inputs["labels"] = ids.clone()
+        _default_language(model, cfg)
+        layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
+    inputs = layouts.get(layout) or next(iter(layouts.values()))
+    if info is not None:
+        info.append(Built(model_type, plan.name, task, head, layout, probed, list(tried)))
     return model, inputs
 
 
-def _forward_params(model: nn.Module) -> set[str]:
-    import inspect
+def _default_language(model: nn.Module, cfg: Any) -> None:
+    """Models with per-language adapters (X-MOD) refuse to run until a language is chosen."""
+    setter = getattr(model, "set_default_language", None)
+    languages = _get(cfg, "languages")
+    if callable(setter) and languages:
+        with contextlib.suppress(Exception):
+            setter(list(languages)[0])
 
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
+
+def _label_kind(model_type: str, head: str) -> str:
+    return next((labels for _, name, labels in head_classes(model_type) if name == head), "none")

@@ -151,6 +151,33 @@ def _quiet() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def meta_autocast() -> Iterator[list[str]]:
+    """Open ``torch.autocast`` regions on the meta device as CPU regions while capturing.
+
+    Rotary-embedding code guards a float32 computation with
+    ``torch.autocast(x.device.type, enabled=False)``; autocast has no meta backend and raises
+    "unsupported scalarType" before the region is entered, so a model built on meta (the default
+    for static checks) could not be traced at all. On meta tensors a CPU autocast region changes
+    nothing, so the captured graph is the one a CPU build gives. Yields the list of devices that
+    were rewritten (empty when nothing was), for the trace's notes."""
+    cls = torch.amp.autocast_mode.autocast
+    original = cls.__init__
+    rewritten: list[str] = []
+
+    def init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        if device_type == "meta":
+            rewritten.append(device_type)
+            device_type = "cpu"
+        original(self, device_type, *args, **kwargs)
+
+    cls.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield rewritten
+    finally:
+        cls.__init__ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _eval_mode(model: nn.Module) -> Iterator[None]:
     flags = {m: m.training for m in model.modules()}
     model.eval()
@@ -196,13 +223,16 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, A
 def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> bool:
     """Export's training IR already has the high-level ops the rules want (and lowering it costs
     as much as the export itself). Lower only when it holds a mutating op, which
-    functionalisation removes, or an op ``lower_op`` asks for (one with no unit rule, which
-    decomposition may explain)."""
+    functionalisation removes, a higher-order wrapper (an autocast or grad-mode region), which
+    lowering inlines so that every consumer sees plain ops, or an op ``lower_op`` asks for (one
+    with no unit rule, which decomposition may explain)."""
     for n in graph.nodes:
         if n.op != "call_function":
             continue
         t = n.target
         if isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable:
+            return True
+        if isinstance(t, torch._ops.HigherOrderOperator):
             return True
         if lower_op is not None and lower_op(t):
             return True
@@ -353,6 +383,45 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
     return construct, loc
 
 
+_META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch",
+                "expected device meta", "same device")
+_MATERIALISE_LIMIT = 2 << 30  # bytes of weights a CPU copy may allocate
+
+
+def _meta_limited(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  errors: list[tuple[str, BaseException]]) -> bool:
+    """The model is on meta and failed for a reason the meta device causes (a tensor created on
+    the CPU inside forward, a value read out of a meta tensor), and a CPU copy is affordable."""
+    tensors = [*model.parameters(), *model.buffers(), *pytree.tree_leaves((args, kwargs))]
+    on_meta = any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in tensors)
+    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    text = " ".join(f"{type(e).__name__}: {e}" for _, e in errors).lower()
+    return on_meta and size <= _MATERIALISE_LIMIT and any(k in text for k in _META_LIMITS)
+
+
+def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[nn.Module, Any]:
+    """A CPU copy of a meta model (weights uninitialised: tracing reads shapes, not values) and
+    its inputs (zeros: valid token ids and positions)."""
+    import copy
+
+    cpu = copy.deepcopy(model).to_empty(device="cpu")
+
+    def move(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.device.type == "meta":
+            return torch.zeros(t.shape, dtype=t.dtype)
+        return t
+
+    return cpu, (pytree.tree_map(move, args), pytree.tree_map(move, kwargs))
+
+
+def _note_autocast(g: TracedGraph, rewritten: list[str]) -> None:
+    if rewritten:
+        g.notes.append(
+            f"{len(rewritten)} autocast region(s) opened on the meta device were captured as CPU "
+            "autocast (autocast has no meta backend; on meta tensors the graph is the same)"
+        )
+
+
 def trace(
     model: nn.Module,
     example_inputs: Any,
@@ -372,11 +441,12 @@ def trace(
     args, kwargs = _normalise_inputs(example_inputs)
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
-    with _eval_mode(model), _quiet():
+    with _eval_mode(model), _quiet(), meta_autocast() as rewritten:
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)
                 g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
                 return g
             except TraceError:
                 raise
@@ -390,9 +460,22 @@ def trace(
                     where = f" at {loc.file}:{loc.line}" if loc else ""
                     g.notes.append(f"torch.export failed ({construct}{where}); used symbolic tracing")
                 g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
                 return g
             except Exception as err:
                 errors.append(("symbolic tracing", err))
+    if _meta_limited(model, args, kwargs, errors):
+        try:
+            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
+        except TraceError as err:  # the CPU copy's failure is the one that matters
+            raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
+        except Exception as err:  # the copy itself failed: report the meta failure with it
+            errors.append(("a CPU copy", err))
+        else:
+            construct, _ = _describe_failure(errors[0][1])
+            g.notes.append(f"the model does not run on the meta device ({construct}); traced a copy on the "
+                           "CPU with uninitialised weights instead")
+            return g
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
     tried = " and ".join(name for name, _ in errors)

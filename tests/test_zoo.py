@@ -1,0 +1,91 @@
+"""The zoo sweep (bench/zoo.py): a seeded sample of model types through its worker processes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import needs_hf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import zoo  # noqa: E402
+
+STATUSES = {"ok", "fail", "error", "timeout", "skipped"}
+
+
+def _run(tmp_path: Path, *args: str) -> dict[str, Any]:
+    store, page = tmp_path / "zoo.json", tmp_path / "zoo.md"
+    assert zoo.main([*args, "--store", str(store), "--md", str(page)]) == 0
+    return json.loads(store.read_text())
+
+
+@needs_hf
+def test_seeded_sample_runs_resumes_and_renders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    types, _ = zoo.all_types()
+    sample = zoo.choose(types, None, 2, seed=3)
+    assert sample == zoo.choose(types, None, 2, seed=3) and len(set(sample)) == 2  # seeded
+    args = ("--sample", "2", "--seed", "3", "--stages", "build,trace,lint", "--timeout", "25")  # <= 50 s of types
+    store = _run(tmp_path, *args)
+    assert set(store["entries"]) == set(sample)
+    for entry in store["entries"].values():
+        stages = entry["stages"]
+        assert set(stages) == {"build", "trace", "lint"}
+        for rec in stages.values():
+            assert rec["status"] in STATUSES and isinstance(rec["seconds"], float) and isinstance(rec["reason"], str)
+            assert (rec["status"] in ("ok", "skipped")) == (rec["reason"] == "") or rec["status"] == "skipped"
+    page = (tmp_path / "zoo.md").read_text()
+    assert "## Summary" in page and all(f"| `{t}`" in page for t in sample)
+    capsys.readouterr()
+    # a second run finds every entry done with the same settings (or failed: those rerun)
+    again = _run(tmp_path, *args, "--keep-failed")
+    assert "0 to run" in capsys.readouterr().out
+    assert again["entries"] == store["entries"]
+
+
+@needs_hf
+def test_time_limit_kills_the_worker_and_records_the_stage(tmp_path: Path) -> None:
+    store = _run(tmp_path, "--only", "gpt2", "--stages", "build,trace", "--timeout", "0.5")
+    stages = store["entries"]["gpt2"]["stages"]
+    assert "timeout" in {r["status"] for r in stages.values()}
+    assert all(r["status"] in ("timeout", "skipped", "ok") for r in stages.values())
+    assert zoo.entry_status(store["entries"]["gpt2"]).startswith("timeout:")
+
+
+@needs_hf
+def test_stages_of_one_type_and_page_row(tmp_path: Path) -> None:
+    """The stages in-process (no worker): build, trace and lint data as the page shows them."""
+    records: list[dict[str, Any]] = []
+    zoo.run_type("llama", ["build", "trace", "lint", "rewrite"], records.append)
+    done = {r["stage"]: r for r in records if r["status"] != "running"}
+    assert [done[s]["status"] for s in ("build", "trace", "lint")] == ["ok", "ok", "ok"], done
+    assert done["build"]["task"] == "causal_lm" and done["build"]["plan"] == "small"
+    assert done["lint"]["coverage"] == 1.0 and done["lint"]["violations"]
+    assert done["rewrite"]["status"] in STATUSES - {"skipped"}  # a causal LM is rewritten
+    store = {"version": zoo.STORE_VERSION, "runs": [], "entries": {
+        "llama": {"settings": "x", "base_model": True, "stages": done}}}
+    row = next(line for line in zoo.render(store).splitlines() if line.startswith("| `llama`"))
+    assert "LlamaForCausalLM" in row and "100.0%" in row
+
+
+def test_needs_run_reruns_missing_failed_and_stale_entries() -> None:
+    ok = {"settings": "a", "stages": {"build": {"status": "ok"}}}
+    failed = {"settings": "a", "stages": {"build": {"status": "fail"}}}
+    assert zoo.needs_run(None, "a", True)
+    assert not zoo.needs_run(ok, "a", True) and zoo.needs_run(ok, "b", True)
+    assert zoo.needs_run(failed, "a", True) and not zoo.needs_run(failed, "a", False)
+
+
+@needs_hf
+@pytest.mark.slow
+def test_ci_sample_of_ten_types_all_stages(tmp_path: Path) -> None:
+    """What CI runs each time (``make zoo-sample``): ten seeded types through every stage."""
+    store = _run(tmp_path, "--sample", "10", "--seed", "14", "--timeout", "600")
+    assert len(store["entries"]) == 10
+    errors = [(t, s, r["reason"]) for t, e in store["entries"].items() for s, r in e["stages"].items()
+              if r["status"] == "error" and s in ("build", "trace", "lint")]
+    assert errors == []
