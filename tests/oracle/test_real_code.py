@@ -224,3 +224,24 @@ class IntegerOutputs(nn.Module):
 def test_integer_and_bool_outputs(model_cls: type[nn.Module], inputs: tuple[torch.Tensor, ...]) -> None:
     res = oracle.verify(model_cls(), inputs)
     assert res.ok and res.checked == res.agreed > 0
+
+
+class KinkNearOne(nn.Module):
+    """A ReLU whose input crosses zero 5e-5 (relative) above the scale of the weight: the
+    central difference at h = 1e-4 straddles the kink although the loss is flat at c = 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.w * x - t).sum() + (self.w * x).pow(2).mean()
+
+
+def test_a_kink_inside_the_step_is_resolved_by_a_smaller_step() -> None:
+    inputs = (torch.ones(3), torch.full((3,), 1 + 5e-5))
+    res = oracle.verify(KinkNearOne(), inputs, with_fingerprint=True, redraw=False)
+    row = next(r for r in res.fingerprint or [] if r.generator == "p:w")
+    assert row.methods_agree, row.methods
+    # the step that agreed is not the first: the first straddles the kink (0.25 off)
+    assert abs(row.methods["finite_difference"] - row.methods["backprop"]) < 1e-6 * abs(row.methods["backprop"])
