@@ -176,3 +176,38 @@ def test_attention_implementation_is_chosen_by_the_model() -> None:
     llama, _ = build("llama", device="meta")
     assert bloom.config._attn_implementation == "eager"
     assert llama.config._attn_implementation == "sdpa"
+
+
+@needs_hf
+def test_unset_kv_head_count_becomes_one_per_head() -> None:
+    """NemotronConfig leaves num_key_value_heads None and its attention divides by it."""
+    from unitcheck.hf import build, make_config
+
+    cfg = make_config("nemotron")
+    assert cfg.num_key_value_heads == cfg.num_attention_heads
+    build("nemotron", device="meta")
+
+
+VERIFIED = [
+    "llama",
+    pytest.param("cohere", marks=pytest.mark.slow),
+    pytest.param("nemotron", marks=pytest.mark.slow),
+    pytest.param("mixtral", marks=pytest.mark.slow),
+    pytest.param("resnet", marks=pytest.mark.slow),
+    pytest.param("swin", marks=pytest.mark.slow),
+]
+
+
+@needs_hf
+@pytest.mark.parametrize("arch", VERIFIED)
+def test_units_verify_passes_at_hf_default_sizes(arch: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Oracle (local, global) and the radial fingerprint on float32 HF code with casts, (1 + w)
+    gains, MoE grouped matmuls, eval batch norm and ReLU kinks (issue 14)."""
+    from unitcheck.cli import main
+
+    code = main(["units", f"hf:{arch}", "--verify"])
+    out = capsys.readouterr().out
+    assert code == 0, out[-2000:]
+    fp = next(line for line in out.splitlines() if line.startswith("fingerprint:"))
+    matched, total = fp.split()[1].split("/")
+    assert matched == total and int(total) > 0
