@@ -23,6 +23,7 @@ Python's stack.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 KEY = "unitcheck_provenance"
+LEGEND = ("Each tree reads from the node down to where the generator starts (●): every step took it "
+          "from the step below it; (^e) is its exponent there.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +123,8 @@ def provenance(ug: UnitGraph) -> None:
     for n in ug.traced.leaf_nodes():
         b = _binding(ug, n)
         if b is not None and b.how == "combine" and b.at is not None:
-            try:
+            with contextlib.suppress(KeyError):  # a graph edited after inference
                 bound_at[n] = ug.node(b.at)
-            except KeyError:
-                pass
     for n in graph.nodes:
         if n.op == "output":
             continue
@@ -534,6 +535,8 @@ def render_text(expl: Explanation, root: str | None = None) -> str:
         lines.append(f"node {expl.node} ({expl.op}) in {expl.module or '<root>'}" + (f", {where}" if where else ""))
     if expl.location is not None and expl.location.code:
         lines.append(f"  | {expl.location.code}")
+    if expl.roles:
+        lines.append(f"\n{LEGEND}")
     if not expl.roles:
         lines.append("\nno unitful units to explain (dimensionless, index or opaque-free)")
     for r in expl.roles:
