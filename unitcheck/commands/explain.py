@@ -24,7 +24,7 @@ def resolve(report: Any, query: str) -> tuple[Any, str | None, Any]:
 
     q = query.strip()
     kept = list(report.violations)
-    found = [*zip(kept, finding_keys(kept), strict=True)]
+    found: list[tuple[Any, str | None]] = [*zip(kept, finding_keys(kept), strict=True)]
     found += [(v, None) for v in (*report.suppressed, *report.unit_graph.violations)
               if not any(v is w for w, _ in found)]
     ug = report.unit_graph
