@@ -500,6 +500,17 @@ def _step_text(s: Step, prev: Step | None, tree: GeneratorTree, root: str | None
     return text
 
 
+_MAX_PREFIX = 72  # characters of tree drawing kept in front of a step
+
+
+def _clip(prefix: str) -> str:
+    """Deep nesting (only pathological graphs reach it) keeps its outermost and innermost
+    levels, so the text stays linear in the number of steps."""
+    if len(prefix) <= _MAX_PREFIX:
+        return prefix
+    return prefix[:30] + "┄" + prefix[-(_MAX_PREFIX - 31):]
+
+
 def tree_lines(tree: GeneratorTree, root: str | None = None, indent: str = "  ") -> list[tuple[str, Step | None]]:
     """The tree as text lines, each with the step it shows (None for the header): one chain
     per indentation level, a branch (``├─``, ``└─``) where a step has several carriers."""
@@ -510,9 +521,9 @@ def tree_lines(tree: GeneratorTree, root: str | None = None, indent: str = "  ")
         for i, s in enumerate(path.steps):
             label = f"{s.via}: " if i == 0 and s.via and first != rest else ""
             more = rest + "  "
-            text = (first if i == 0 else rest) + label + _step_text(s, prev, tree, root)
+            text = _clip(first if i == 0 else rest) + label + _step_text(s, prev, tree, root)
             for k, line in enumerate(text.split("\n")):
-                out.append((line.replace("{cont}", more), s if k == 0 else None))
+                out.append((line.replace("{cont}", _clip(more)), s if k == 0 else None))
             prev = s
         n = len(path.branches)
         for j in reversed(range(n)):
@@ -566,17 +577,25 @@ def _step_json(s: Step, tree: GeneratorTree, root: str | None) -> dict[str, Any]
     return out
 
 
-def _path_json(tree: GeneratorTree, root: str | None) -> dict[str, Any]:
-    """Iterative: ``{"steps": [...], "branches": [...]}`` nested only at branch points."""
-    top: dict[str, Any] = {}
-    stack: list[tuple[Path, dict[str, Any]]] = [(tree.path, top)]
+def _steps_json(tree: GeneratorTree, root: str | None) -> list[dict[str, Any]]:
+    """The tree as a flat list in reading order: each step has an ``id`` and the ``parent`` it
+    fed (None for the node itself); a ``seen`` step has the ``ref`` of its first expansion. Flat,
+    so a tree thousands of branches deep still encodes (nested objects would exceed ``json``'s
+    recursion limit)."""
+    ids: dict[Step, int] = {}
+    out: list[dict[str, Any]] = []
+    stack: list[tuple[Path, int | None]] = [(tree.path, None)]
     while stack:
-        q, d = stack.pop()
-        d["steps"] = [_step_json(s, tree, root) for s in q.steps]
-        if q.branches:
-            d["branches"] = [{} for _ in q.branches]
-            stack.extend(zip(q.branches, d["branches"], strict=True))
-    return top
+        p, parent = stack.pop()
+        for s in p.steps:
+            ids[s] = len(out)
+            d = {"id": len(out), "parent": parent, **_step_json(s, tree, root)}
+            if s.ref is not None and s.ref in ids:
+                d["ref"] = ids[s.ref]
+            out.append(d)
+            parent = ids[s]
+        stack.extend((b, parent) for b in reversed(p.branches))
+    return out
 
 
 def to_json(expl: Explanation, root: str | None = None) -> dict[str, Any]:
@@ -589,7 +608,7 @@ def to_json(expl: Explanation, root: str | None = None) -> dict[str, Any]:
         {"role": r.role, "unit": str(r.unit), "sources": r.sources,
          "generators": [{"generator": t.generator, "exponent": str(t.exponent),
                          "leaves": sorted({_origin_name(s) for s in t.leaves()}),
-                         "tree": _path_json(t, root)} for t in r.trees]}
+                         "steps": _steps_json(t, root)} for t in r.trees]}
         for r in expl.roles
     ]
     return out
