@@ -68,6 +68,8 @@ def _check(expl: Explanation, where: str) -> None:
             leaves = t.leaves()
             assert leaves, f"{where} {role.role}: {t.generator} reaches no origin"
             assert all(_origin_of(t.generator, s) for s in leaves), (where, t.generator, [s.node for s in leaves])
+            # a reference to an earlier expansion reaches that expansion's origins (through its own references)
+            assert all(t.reaches(s) for s in steps if s.kind == "seen"), (where, t.generator)
     assert expl.leaves() == expl.generators(), where
 
 

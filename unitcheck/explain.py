@@ -206,21 +206,37 @@ def _origin_name(s: Step) -> str:
 
 
 class _Reach:
-    """Origins below each step of a tree, computed once (post-order over the paths)."""
+    """Origins below a step, following ``seen`` references to their first expansion (which may
+    itself hold references): a walk over the tree's steps with a visited set, memoised."""
 
     def __init__(self, top: Path) -> None:
-        order = list(_paths(top))
-        self.where: dict[Step, tuple[Path, int]] = {s: (p, i) for p in order for i, s in enumerate(p.steps)}
-        self.below: dict[int, set[str]] = {}
-        for p in reversed(order):  # preorder reversed: every branch before the path holding it
-            acc: set[str] = set()
-            for b in p.branches:
-                acc |= {_origin_name(s) for s in b.steps if s.kind == "origin"} | self.below[id(b)]
-            self.below[id(p)] = acc
+        self.where: dict[Step, tuple[Path, int]] = {s: (p, i) for p in _paths(top) for i, s in enumerate(p.steps)}
+        self.memo: dict[Step, list[str]] = {}
+
+    def _next(self, s: Step) -> list[Step]:
+        p, i = self.where[s]
+        out = [p.steps[i + 1]] if i + 1 < len(p.steps) else [b.steps[0] for b in p.branches if b.steps]
+        if s.ref is not None:
+            out.append(s.ref)
+        return out
 
     def __call__(self, step: Step) -> list[str]:
-        p, i = self.where[step.ref or step]
-        return sorted({_origin_name(s) for s in p.steps[i:] if s.kind == "origin"} | self.below[id(p)])
+        start = step.ref or step
+        got = self.memo.get(start)
+        if got is None:
+            found: set[str] = set()
+            seen: set[Step] = {start}
+            stack = [start]
+            while stack:
+                s = stack.pop()
+                if s.kind == "origin":
+                    found.add(_origin_name(s))
+                for t in self._next(s):
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            got = self.memo[start] = sorted(found)
+        return got
 
 
 def _paths(p: Path) -> Iterator[Path]:
