@@ -37,6 +37,7 @@ from .codes import CODES
 from .diagnostics import Location, Violation
 from .fxutil import location, module_path, op_name
 from .record import record
+from .registry import rule_for
 from .unitgraph import Binding, UnitGraph
 from .units import Unit
 from .values import UnitValue
@@ -307,8 +308,6 @@ def _arg_label(consumer: fx.Node, producer: fx.Node) -> str | None:
 
 def rule_name(ug: UnitGraph, node: fx.Node) -> str | None:
     """``module.function`` of the unit rule registered for the node's target, if any."""
-    from .registry import rule_for
-
     if node.op not in ("call_function", "call_method", "call_module"):
         return None
     fn = rule_for(node, ug.traced.gm)
@@ -666,8 +665,6 @@ def node_info(ug: UnitGraph, node: fx.Node) -> dict[str, Any]:
                  "location": None if loc is None else {"file": loc.file, "line": loc.line, "code": loc.code}}
         info["rule"] = rule
         if rule is not None:
-            from .registry import rule_for
-
             fn = rule_for(node, ug.traced.gm)
             doc = " ".join((fn.__doc__ or "").split()) if fn is not None else ""
             first = doc.split("Why it matters:")[0].removeprefix("What it does:").strip()
