@@ -24,7 +24,10 @@ Python's stack.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
+import os
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -353,12 +356,32 @@ def _is_origin(ug: UnitGraph, node: fx.Node, g: str) -> bool:
     return _is_leaf(ug, node) and carriers(node).bound_at is None
 
 
+_HEADERS: weakref.WeakKeyDictionary[fx.Graph, dict[fx.Node, tuple[str, str, Location | None]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _header(ug: UnitGraph, node: fx.Node) -> tuple[str, str, Location | None]:
+    """(op, module, source line) of a node, or (kind, qualified name, None) of a leaf; cached
+    per graph, since reading a source line means parsing the node's stack trace and the HTML
+    report asks for the same nodes in hundreds of trees."""
+    cache = _HEADERS.get(ug.graph)
+    if cache is None:
+        cache = _HEADERS[ug.graph] = {}
+    got = cache.get(node)
+    if got is None:
+        leaf = ug.traced.leaves.get(node.name)
+        if leaf is not None:
+            got = (leaf.kind, leaf.name, None)
+        else:
+            got = (op_name(node), module_path(node), record(node).location or location(node))
+        cache[node] = got
+    return got
+
+
 def _step(ug: UnitGraph, node: fx.Node, g: str, exponent: Fraction | None, via: str | None) -> Step:
-    leaf = ug.traced.leaves.get(node.name)
     e = exponent if exponent is not None else _exponent(record(node).unit, g)
-    if leaf is not None:
-        return Step(node.name, leaf.kind, leaf.name, None, e, via=via)
-    return Step(node.name, op_name(node), module_path(node), record(node).location or location(node), e, via=via)
+    op, module, loc = _header(ug, node)
+    return Step(node.name, op, module, loc, e, via=via)
 
 
 def _tree(ug: UnitGraph, g: str, root: fx.Node, exponent: Fraction, sources: Sequence[fx.Node] | None) -> Path:
@@ -435,13 +458,6 @@ def _role_sources(ug: UnitGraph, node: fx.Node, v: Violation, role: str, unit: U
     return list(ins)
 
 
-def _header(ug: UnitGraph, node: fx.Node) -> tuple[str, str, Location | None]:
-    leaf = ug.traced.leaves.get(node.name)
-    if leaf is not None:
-        return leaf.kind, leaf.name, None
-    return op_name(node), module_path(node), record(node).location or location(node)
-
-
 def explain_finding(ug: UnitGraph, v: Violation, key: str | None = None) -> Explanation:
     """One tree per generator of each of the finding's units."""
     provenance(ug)
@@ -490,9 +506,14 @@ def _exp(e: Fraction) -> str:
 def _where(loc: Location | None, root: str | None) -> str:
     if loc is None:
         return ""
+    return f"{_relpath(loc.file, root or os.getcwd())}:{loc.line}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _relpath(file: str, root: str) -> str:
     from .report.text import relpath
 
-    return f"{relpath(loc.file, root)}:{loc.line}"
+    return relpath(file, root)
 
 
 def _step_text(s: Step, prev: Step | None, tree: GeneratorTree, root: str | None) -> str:
@@ -582,9 +603,8 @@ def _step_json(s: Step, tree: GeneratorTree, root: str | None) -> dict[str, Any]
     if s.via:
         out["via"] = s.via
     if s.location is not None:
-        from .report.text import relpath
-
-        out["location"] = {"file": relpath(s.location.file, root), "line": s.location.line, "code": s.location.code}
+        out["location"] = {"file": _relpath(s.location.file, root or os.getcwd()), "line": s.location.line,
+                           "code": s.location.code}
     if s.note:
         out["note"] = s.note
     if s.kind == "seen":
