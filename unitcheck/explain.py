@@ -516,10 +516,12 @@ def _relpath(file: str, root: str) -> str:
     return relpath(file, root)
 
 
-def _step_text(s: Step, prev: Step | None, tree: GeneratorTree, root: str | None) -> str:
+def _step_text(s: Step, prev: Step | None, tree: GeneratorTree) -> str:
+    """One step: node, op, exponent where it changes, a reference's reach, and the source line
+    where it changes (the file's base name: the header and the JSON give the full path)."""
     where = ""
     if s.location is not None and (prev is None or prev.location != s.location):
-        where = f"  {_where(s.location, root)}  {s.location.code}".rstrip()
+        where = f"  {os.path.basename(s.location.file)}:{s.location.line}  {s.location.code}".rstrip()
     if s.kind == "origin":
         if s.op in ("param", "buffer", "input"):
             return f"● {tree.generator}  {s.note}"
@@ -527,11 +529,11 @@ def _step_text(s: Step, prev: Step | None, tree: GeneratorTree, root: str | None
     parts = [f"{s.node} [{s.op}]"]
     if prev is None or s.exponent != prev.exponent:
         parts.append(f"(^{s.exponent})")
-    text = "  ".join(parts) + where
     if s.kind == "seen":
         got = tree.reaches(s)
-        text += f"  (shown above; reaches {', '.join(got) if got else 'no origin'})"
-    elif s.kind in ("bound", "missing"):
+        parts.append(f"(shown above; reaches {', '.join(got) if got else 'no origin'})")
+    text = "  ".join(parts) + where
+    if s.kind in ("bound", "missing"):
         text += f"\n{{cont}}  <- {s.note}"
     return text
 
@@ -547,7 +549,7 @@ def _clip(prefix: str) -> str:
     return prefix[:30] + "┄" + prefix[-(_MAX_PREFIX - 31):]
 
 
-def tree_lines(tree: GeneratorTree, root: str | None = None, indent: str = "  ") -> list[tuple[str, Step | None]]:
+def tree_lines(tree: GeneratorTree, indent: str = "  ") -> list[tuple[str, Step | None]]:
     """The tree as text lines, each with the step it shows (None for the header): one chain
     per indentation level, a branch (``├─``, ``└─``) where a step has several carriers."""
     out: list[tuple[str, Step | None]] = [(f"{indent}{tree.generator}{_exp(tree.exponent)}", None)]
@@ -557,7 +559,7 @@ def tree_lines(tree: GeneratorTree, root: str | None = None, indent: str = "  ")
         for i, s in enumerate(path.steps):
             label = f"{s.via}: " if i == 0 and s.via and first != rest else ""
             more = rest + "  "
-            text = _clip(first if i == 0 else rest) + label + _step_text(s, prev, tree, root)
+            text = _clip(first if i == 0 else rest) + label + _step_text(s, prev, tree)
             for k, line in enumerate(text.split("\n")):
                 out.append((line.replace("{cont}", _clip(more)), s if k == 0 else None))
             prev = s
@@ -593,7 +595,7 @@ def render_text(expl: Explanation, root: str | None = None) -> str:
             lines.append("  dimensionless: no generator to follow")
         for t in r.trees:
             lines.append("")
-            lines += [text for text, _ in tree_lines(t, root)]
+            lines += [text for text, _ in tree_lines(t)]
     return "\n".join(lines) + "\n"
 
 

@@ -67,7 +67,7 @@ dl.units{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:
 details{margin:4px 0}details>summary{cursor:pointer;color:#0b57d0}details>summary::marker{color:var(--muted)}
 details.explain>div{margin:6px 0 6px 18px;padding:6px 10px;border-left:2px solid var(--line)}
 details.explain ul{margin:2px 0;padding-left:18px}details.explain pre{margin:0;white-space:pre-wrap}
-details.explain p{margin:4px 0}details.explain pre.tree{white-space:pre;overflow-x:auto;background:var(--bg);padding:6px 8px;border-radius:4px;margin:0 0 8px}
+details.explain p{margin:4px 0}details.explain pre.tree{white-space:pre;overflow-x:auto;background:var(--bg);padding:6px 8px;border-radius:4px;margin:0 0 6px}
 details.members>ol{margin:6px 0;padding-left:28px}details.members li{margin:2px 0}
 footer{margin-top:32px;color:var(--muted);font-size:12px}
 """
@@ -169,17 +169,17 @@ class _Page:
         parts = [f'<p class="muted">{_e(LEGEND)}</p>']
         for r in expl.roles:
             src = f" (from {_e(', '.join(r.sources))})" if r.sources and r.sources != [v.node] else ""
-            lines = []
+            parts.append(f"<p><b>{_e(r.role)}</b> <code>{_e(r.unit)}</code>{src}</p>")
             for t in r.trees:
-                for text, step in tree_lines(t, self.root, indent=""):
+                lines = []
+                for text, step in tree_lines(t, indent=""):
                     line = _e(text)
                     if step is not None and step.kind == "origin" and t.generator.startswith("v:"):
                         where = self.by_node.get(step.node)
                         if where:
                             line += f' <a href="#{_e(where)}">({_e(self.rule_of[step.node])} finding)</a>'
                     lines.append(line)
-            parts.append(f"<p><b>{_e(r.role)}</b> <code>{_e(r.unit)}</code>{src}</p>"
-                         f'<pre class="tree">{chr(10).join(lines)}</pre>')
+                parts.append(f'<pre class="tree">{chr(10).join(lines)}</pre>')
         return "".join(parts)
 
     def folded(self, v: Violation, key: str, summary: str, open_: bool = False) -> str:
