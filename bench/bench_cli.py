@@ -1,7 +1,8 @@
 """Command-line costs (issues 3 and 16): start-up without torch, lint of the bundled gpt against the
 cost of importing torch, hf:llama at Llama-2-7B's and Llama-2-70B's shapes linted on the meta
-device side by side (time, peak memory, the 70B/7B ratio), and the cost of grouping and rendering
-the 70B report's findings (text, github, html).
+device and `explain` of the 70B shape's first UC201, interleaved in one run (time, peak memory,
+the 70B/7B and explain/lint ratios), and the cost of grouping, rendering (text, github, html with
+its provenance trees) and explaining the 70B report's findings.
 
     python bench/bench_cli.py [--skip-7b] [--skip-70b] [--rounds 2]
 """
@@ -20,6 +21,8 @@ LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 
              "num_attention_heads": 64, "num_key_value_heads": 8}
 RATIO_BUDGET = 2.8  # 70B lint time over 7B lint time, same run (issue 16)
 RSS_BUDGET_MB = 1024
+EXPLAIN_BUDGET = 1.5  # explain of one finding over lint, 70B shape, same run (issue 16)
+EXPLAIN_FINDING = "UC201"  # its first finding: the attention logits of layer 0
 
 
 def sets(shape: dict[str, int]) -> list[str]:
@@ -65,23 +68,37 @@ def main() -> None:
     print(f"{label:<44} {t_torch:>8.3f}")
     print(f"{'unitcheck lint gpt':<44} {t_lint:>8.3f}  {rc}")
     print(f"lint gpt / import torch: {t_lint / t_torch:.2f}x")
-    shapes = {name: shape for name, shape, skip in (("7B", LLAMA_7B, args.skip_7b), ("70B", LLAMA_70B, args.skip_70b))
-              if not skip}
-    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in shapes}
-    for _ in range(args.rounds):  # interleaved, so both shapes see the same machine load
-        for name, shape in shapes.items():
-            runs[name].append(peak_child_mb(uc + ["lint", "hf:llama", *sets(shape)]))
+    jobs: dict[str, list[str]] = {}
+    if not args.skip_7b:
+        jobs["lint 7B"] = uc + ["lint", "hf:llama", *sets(LLAMA_7B)]
+    if not args.skip_70b:
+        jobs["lint 70B"] = uc + ["lint", "hf:llama", *sets(LLAMA_70B)]
+        jobs["explain 70B"] = uc + ["explain", "hf:llama", *sets(LLAMA_70B), EXPLAIN_FINDING]
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in jobs}
+    for _ in range(args.rounds):  # interleaved, so every command sees the same machine load
+        for name, cmd in jobs.items():
+            runs[name].append(peak_child_mb(cmd))
     for name, got in runs.items():
         wall = statistics.median(w for w, _, _ in got)
         peak = max(p for _, p, _ in got)
         codes = sorted({c for _, _, c in got})
-        print(f"{'unitcheck lint hf:llama (Llama-2-' + name + ' shape)':<44} {wall:>8.1f}  {','.join(map(str, codes))}"
+        what, shape = name.split()
+        label = f"unitcheck {what} hf:llama (Llama-2-{shape} shape)"
+        print(f"{label:<44} {wall:>8.1f}  {','.join(map(str, codes))}"
               f"   peak RSS {peak:.0f} MB   (runs: {', '.join(f'{w:.1f}' for w, _, _ in got)} s)")
-    if len(runs) == 2:
-        ratio = statistics.median(w for w, _, _ in runs["70B"]) / statistics.median(w for w, _, _ in runs["7B"])
-        peak70 = max(p for _, p, _ in runs["70B"])
+
+    def median(name: str) -> float:
+        return statistics.median(w for w, _, _ in runs[name])
+
+    if "lint 7B" in runs and "lint 70B" in runs:
+        ratio = median("lint 70B") / median("lint 7B")
+        peak70 = max(p for _, p, _ in runs["lint 70B"])
         print(f"70B / 7B lint time: {ratio:.2f}x; budget (<= {RATIO_BUDGET}x, 70B peak < {RSS_BUDGET_MB} MB): "
               + ("met" if ratio <= RATIO_BUDGET and peak70 < RSS_BUDGET_MB else "NOT met"))
+    if "explain 70B" in runs:
+        ratio = median("explain 70B") / median("lint 70B")
+        print(f"70B explain {EXPLAIN_FINDING} / 70B lint time: {ratio:.2f}x; budget (<= {EXPLAIN_BUDGET}x): "
+              + ("met" if ratio <= EXPLAIN_BUDGET else "NOT met"))
     if not args.skip_70b:
         grouping_row(LLAMA_70B)
 
@@ -110,6 +127,30 @@ def grouping_row(shape: dict[str, int], repeat: int = 5) -> None:
         group_findings(report.violations)
         times.append(time.perf_counter() - t0)
     print(f"{'group_findings alone (70B report)':<44} {statistics.median(times) * 1000:>8.1f}  ms")
+    explain_rows(report)
+
+
+def explain_rows(report: object) -> None:
+    """The provenance pass on a fresh graph, then the tree of every finding built and printed
+    (what the HTML report's folded blocks cost), in process; lint is not counted."""
+    from unitcheck.explain import KEY, explain_finding, provenance, render_text
+    from unitcheck.report.group import finding_keys
+
+    ug = report.unit_graph  # type: ignore[attr-defined]
+    for n in ug.graph.nodes:
+        n.meta.pop(KEY, None)
+    t0 = time.perf_counter()
+    provenance(ug)
+    t_pass = time.perf_counter() - t0
+    print(f"{'provenance pass (70B graph, ' + str(len(ug.graph.nodes)) + ' nodes)':<44} {t_pass * 1000:>8.1f}  ms")
+    violations = report.violations  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    lines = 0
+    for v, k in zip(violations, finding_keys(violations), strict=True):
+        lines += len(render_text(explain_finding(ug, v, k)).splitlines())
+    t_all = time.perf_counter() - t0
+    print(f"{'explain every finding (70B report)':<44} {t_all * 1000:>8.1f}  ms"
+          f"   {len(violations)} trees, {lines} lines")
 
 
 if __name__ == "__main__":

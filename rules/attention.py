@@ -47,7 +47,8 @@ def sdpa(ctx: RuleContext) -> UnitValue:
             what.append(f"attention logits carry the unit {problems['logits']}")
         if "mask" in problems:
             what.append(f"the additive attention bias carries the unit {problems['mask']}")
-        out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk, uv])
+        out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk, uv],
+                            sources={"logits": (q, k), "mask": mask})
     val = ctx.val()
     if isinstance(val, (list, tuple)):
         return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))

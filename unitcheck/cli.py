@@ -18,7 +18,8 @@ from .errors import UnitcheckError, UsageError
 
 EXAMPLES = {
     "lint": "unitcheck lint gpt\n  unitcheck lint hf:llama --set num_hidden_layers=4 --format sarif --output unitcheck.sarif\n  unitcheck lint my_model.py:build --input float32[8,3,32,32] --fail-on warning",
-    "units": "unitcheck units gct\n  unitcheck units gpt --verify\n  unitcheck units gpt --format dot --output gpt.dot",
+    "units": "unitcheck units gct\n  unitcheck units gpt --verify\n  unitcheck units gpt --format dot --output gpt.dot\n  unitcheck units gpt --node linear",
+    "explain": "unitcheck explain gpt UC201\n  unitcheck explain gpt add_1 --format json\n  unitcheck explain hf:llama 3a09aefa72bf5019",
     "rules": "unitcheck rules",
     "rule": "unitcheck rule UC201",
     "models": "unitcheck models",
@@ -83,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--format", choices=["text", "json", "dot"], default="text")
     p.add_argument("--verify", action="store_true", help="also run the equivariance oracle and the radial fingerprint (SPEC 7)")
+    p.add_argument("--node", metavar="NAME",
+                   help="show one node (or a parameter's qualified name): forward and gradient units, the rule that set them, its source line")
+    p.add_argument("--verbose", "-v", action="store_true", help="also show warnings from torch and other libraries")
+
+    p = add("explain", "show how each generator of a finding's units reached it, as a tree from its leaf")
+    _add_model_args(p)
+    p.add_argument("finding", metavar="FINDING",
+                   help="a node name, a finding's fingerprint (or fingerprint:n) or a rule code (its first finding)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--verbose", "-v", action="store_true", help="also show warnings from torch and other libraries")
 
     p = add("rewrite", "rewrite a model into its Gauge-Canonical Transformer form")
@@ -248,6 +258,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run(args)
     if args.command == "units":
         from .commands.units import run
+
+        return run(args)
+    if args.command == "explain":
+        from .commands.explain import run
 
         return run(args)
     raise UsageError(f"unknown command {args.command}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from .graphs import topo_index
 from .record import Floor, UnitRecord, store
 from .rulectx import RuleContext
 from .tracer import TracedGraph, trace
-from .unitgraph import UnitGraph
+from .unitgraph import Binding, UnitGraph
 from .units import DIMENSIONLESS, Unit
 from .values import INDEX, POLY, Poly, UnitValue, Var, is_poly_number
 
@@ -108,6 +108,7 @@ class UnitPropagation:
         fix: str | None,
         consumed: Iterable[UnitValue] = (),
         role: str = "",
+        sources: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         info = CODES[code]
         v = Violation(
@@ -121,6 +122,8 @@ class UnitPropagation:
             location=location(node),
             extra={"consumed": [], "role": role},
         )
+        if sources:
+            v.extra["sources"] = {k: list(names) for k, names in sources.items()}
         self._consumed.append((v, tuple(consumed)))
         if info.severity == "info":
             self.notes.append(v)
@@ -190,16 +193,21 @@ class UnitPropagation:
             loss_node=loss_node,
             loss_unit=loss_unit,
             infer_seconds=time.perf_counter() - t0,
+            bindings=self._bindings(),
         )
+
+    def _bindings(self) -> dict[str, Binding]:
+        """How each parameter and buffer got its unit (after ``_finalise``: every class bound)."""
+        out = {leaf.name: Binding("declared") for leaf in self.traced.leaves.values()
+               if leaf.kind in ("param", "buffer") and leaf.name in self.declarations}
+        for name, var in self._vars.items():
+            root = var.find()
+            out[name] = Binding(root.how or "default", root.bound_at, tuple(n for n in root.names if n != name))
+        return out
 
     def run_node(self, node: fx.Node) -> bool:
         """Apply the node's rule; return whether a rule (or the index rule) covered it."""
-        target: Any = node.target
-        if node.op == "call_method":
-            target = registry.MethodTarget(str(node.target))
-        elif node.op == "call_module":
-            target = type(self.traced.gm.get_submodule(str(node.target)))
-        fn = registry.lookup(target)
+        fn = registry.rule_for(node, self.traced.gm)
         val = node.meta.get("val")
         if fn is None:
             if val is None or not has_float(val):

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.fx as fx
 
 from .rulectx import RuleContext
 from .values import UnitValue
 
-__all__ = ["rule", "method", "lookup", "RuleFn", "MethodTarget"]
+__all__ = ["rule", "method", "lookup", "rule_for", "RuleFn", "MethodTarget"]
 
 RuleFn = Callable[[RuleContext], UnitValue]
 
@@ -74,3 +75,15 @@ def lookup(target: Any) -> RuleFn | None:
     if fn is None and isinstance(target, torch._ops.OpOverload):
         fn = _RULES.get(target.overloadpacket) or _RULES.get(target._schema.name)
     return fn
+
+
+def rule_for(node: fx.Node, root: torch.nn.Module) -> RuleFn | None:
+    """The rule for a call node of a graph module ``root``: one place that turns a method call
+    into its :class:`MethodTarget` and a module call into its class (inference and
+    ``unitcheck units --node`` must agree on it)."""
+    target: Any = node.target
+    if node.op == "call_method":
+        target = MethodTarget(str(node.target))
+    elif node.op == "call_module":
+        target = type(root.get_submodule(str(node.target)))
+    return lookup(target)

@@ -33,7 +33,8 @@ class Engine(Protocol):
     def unit(self, node: fx.Node) -> UnitValue: ...
 
     def report(self, node: fx.Node, code: str, message: str, units: dict[str, Unit],
-               fix: str | None, consumed: Iterable[UnitValue] = (), role: str = "") -> None: ...
+               fix: str | None, consumed: Iterable[UnitValue] = (), role: str = "",
+               sources: Mapping[str, Sequence[str]] | None = None) -> None: ...
 
     def add_floor(self, node: fx.Node, floor: Floor) -> bool: ...
 
@@ -207,13 +208,21 @@ class RuleContext:
         fix: str | None = None,
         consumed: Iterable[UnitValue] = (),
         role: str = "",
+        sources: Mapping[str, Any] | None = None,
     ) -> Unit:
         """Record a violation at this node; the node's output gets an opaque generator.
         ``consumed``: values whose generators the violation consumes besides ``units`` (for the
-        fingerprint); a parameter variable still unbound counts with the unit it ends up with."""
+        fingerprint); a parameter variable still unbound counts with the unit it ends up with.
+        ``sources``: for a role whose unit is not one argument's (attention logits are
+        ``u(q) u(k)``), the argument node(s) it is made of, so that ``unitcheck explain`` follows
+        those and not every input."""
         shown = {k: u for k, u in units.items() if isinstance(u, Unit)}
+        named = None
+        if sources:
+            named = {role_: [a.name for a in (src if isinstance(src, (list, tuple)) else [src])
+                             if isinstance(a, fx.Node)] for role_, src in sources.items()}
         self.engine.report(self.node, code, message, shown, fix,
-                           consumed=(*units.values(), *consumed), role=role)
+                           consumed=(*units.values(), *consumed), role=role, sources=named)
         return self.opaque()
 
     def floor(self, where: int | str | Literal, source: Any, power: int = 1, note: bool = True) -> None:

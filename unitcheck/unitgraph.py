@@ -14,7 +14,17 @@ from .tracer import TracedGraph
 from .units import Unit
 from .values import UnitValue
 
-__all__ = ["UnitGraph"]
+__all__ = ["Binding", "UnitGraph"]
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """How a parameter's or buffer's unit was decided (SPEC 2), kept so that ``unitcheck
+    explain`` can say why a leaf carries the unit it does."""
+
+    how: str  # "declared", "pin", "combine", "nonlinear" or "default" (never constrained)
+    at: str | None = None  # the node whose constraint bound it
+    tied: tuple[str, ...] = ()  # the other leaves of the same unit variable (unified by a combine)
 
 
 @dataclass
@@ -30,6 +40,7 @@ class UnitGraph:
     loss_node: fx.Node | None
     loss_unit: Unit | None
     infer_seconds: float = 0.0
+    bindings: dict[str, Binding] = field(default_factory=dict)  # qualified leaf name -> how it was bound
     _by_name: dict[str, fx.Node] = field(default_factory=dict, init=False, repr=False)
 
     @property

@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from ._common import load, write_output
+from ..report.text import relpath
+from ._common import UsageError, load, write_output
 
 
 def _fmt(u: Any) -> str | None:
@@ -37,11 +38,49 @@ def node_rows(ug: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def find_node(ug: Any, name: str, model: str) -> Any:
+    """A node by its graph name or, for a parameter, buffer or input, by its qualified name."""
+    import difflib
+
+    try:
+        return ug.node(name)
+    except KeyError:
+        pass
+    for n, leaf in ug.traced.leaves.items():
+        if leaf.name == name:
+            return ug.node(n)
+    names = [n.name for n in ug.graph.nodes if n.op != "output"] + [leaf.name for leaf in ug.traced.leaves.values()]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise UsageError(f"no node {name!r} in {model}: {hint}`unitcheck units {model}` lists every node")
+
+
+def node_text(info: dict[str, Any], model: str) -> str:
+    loc = info["location"]
+    where = f"{relpath(loc['file'])}:{loc['line']}" if loc else None
+    if info["rule"] is None and info["op"] in ("param", "buffer", "input", "constant"):
+        lines = [f"node {info['node']} ({info['op']} {info['module']})"]
+    else:
+        lines = [f"node {info['node']} ({info['op']}) in {info['module'] or '<root>'}"]
+    if loc:
+        lines.append(f"  at {where}: {loc['code']}" if loc["code"] else f"  at {where}")
+    lines += [
+        f"  unit:           {info['unit']}",
+        f"  gradient unit:  {info['grad_unit']}   (u(L) / u(node), Prop. 1; loss unit {info['loss_unit'] or '1 (no loss)'})",
+        f"  set by:         {info['set_by']}",
+        f"  finding:        {info['finding'] or 'none'}"
+        + (f"   (`unitcheck explain {model} {info['node']}` shows where its units come from)" if info["finding"] else ""),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..infer import infer_units
 
     cfg = load_config(args.config)
+    if args.node is not None and args.format == "dot":
+        raise UsageError("--node shows one node as text or json: drop --format dot")
     loaded = load(args, real=args.verify)
     ug = infer_units(loaded.model, loaded.inputs, declare=cfg.declare or None, method=args.tracer)
     oracle_json = None
@@ -52,7 +91,16 @@ def run(args: argparse.Namespace) -> int:
         result = verify(loaded.model, loaded.inputs, with_fingerprint=ug.loss_node is not None,
                         declare=cfg.declare or None, method=args.tracer)
         oracle_json = result.to_json()
-    if args.format == "dot":
+    if args.node is not None:
+        from ..explain import node_info
+
+        info = node_info(ug, find_node(ug, args.node, loaded.name))
+        if args.format == "json":
+            text = json.dumps({"model": loaded.name, **info, **({"oracle": oracle_json} if oracle_json else {})},
+                              indent=2) + "\n"
+        else:
+            text = node_text(info, loaded.name) + (_oracle_text(result) + "\n" if result is not None else "")
+    elif args.format == "dot":
         from ..report.dot import render_dot
 
         text = render_dot(ug, loaded.name)

@@ -7,8 +7,8 @@ script, no font, image or link that leaves the page (in-page ``#anchors`` only).
 Explanations: ``render(..., explanations={key: text})`` puts the given text (or ``Html``, markup
 the caller built and escaped) in the folded block of the finding with that key
 (``group.finding_keys``: fingerprint plus occurrence, as in SARIF). Without one a finding's block
-lists the generators of its units and where each comes from, linking an opaque ``v:`` scale to
-the finding that produced it.
+shows what ``unitcheck explain`` prints: for each generator of its units the tree of steps by
+which it reached the node, an opaque ``v:`` scale linked to the finding that produced it.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ dl.units{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:
 details{margin:4px 0}details>summary{cursor:pointer;color:#0b57d0}details>summary::marker{color:var(--muted)}
 details.explain>div{margin:6px 0 6px 18px;padding:6px 10px;border-left:2px solid var(--line)}
 details.explain ul{margin:2px 0;padding-left:18px}details.explain pre{margin:0;white-space:pre-wrap}
+details.explain p{margin:4px 0}details.explain pre.tree{white-space:pre;overflow-x:auto;background:var(--bg);padding:6px 8px;border-radius:4px;margin:0 0 6px}
 details.members>ol{margin:6px 0;padding-left:28px}details.members li{margin:2px 0}
 footer{margin-top:32px;color:var(--muted);font-size:12px}
 """
@@ -111,9 +112,11 @@ def _units(v: Violation) -> str:
 class _Page:
     """What every finding's block needs to know about the rest of the report."""
 
-    def __init__(self, groups: Sequence[Group], root: str | None, explanations: Mapping[str, str] | None) -> None:
+    def __init__(self, groups: Sequence[Group], root: str | None, explanations: Mapping[str, str] | None,
+                 unit_graph: Any = None) -> None:
         self.root = root
         self.explanations = explanations or {}
+        self.unit_graph = unit_graph
         self.by_node: dict[str, str] = {}  # node name -> anchor of the finding there
         self.rule_of: dict[str, str] = {}
         for g in groups:
@@ -141,6 +144,10 @@ class _Page:
         given = self.explanations.get(key)
         if given is not None:
             return given if isinstance(given, Html) else f"<pre>{_e(given)}</pre>"
+        if self.unit_graph is not None:
+            tree = self.provenance(v, key)
+            if tree:
+                return tree
         items = []
         for role, u in v.units.items():
             gens = "".join(
@@ -150,6 +157,30 @@ class _Page:
             items.append(f"<li><b>{_e(role)}</b> <code>{_e(u)}</code><ul>{gens}</ul></li>")
         return (f"<p>node <code>{_e(v.node)}</code> (<code>{_e(v.op)}</code>) in <code>{_e(v.module or '<root>')}</code>; "
                 f"the generators of its units:</p><ul>{''.join(items)}</ul>")
+
+    def provenance(self, v: Violation, key: str) -> str:
+        """The finding's provenance trees (``unitcheck explain``): one per generator of each of
+        its units, an opaque scale's origin linked to the finding that created it."""
+        from ..explain import LEGEND, explain_finding, tree_lines
+
+        expl = explain_finding(self.unit_graph, v, key)
+        if not expl.roles:
+            return ""
+        parts = [f'<p class="muted">{_e(LEGEND)}</p>']
+        for r in expl.roles:
+            src = f" (from {_e(', '.join(r.sources))})" if r.sources and r.sources != [v.node] else ""
+            parts.append(f"<p><b>{_e(r.role)}</b> <code>{_e(r.unit)}</code>{src}</p>")
+            for t in r.trees:
+                lines = []
+                for text, step in tree_lines(t, indent=""):
+                    line = _e(text)
+                    if step is not None and step.kind == "origin" and t.generator.startswith("v:"):
+                        where = self.by_node.get(step.node)
+                        if where:
+                            line += f' <a href="#{_e(where)}">({_e(self.rule_of[step.node])} finding)</a>'
+                    lines.append(line)
+                parts.append(f'<pre class="tree">{chr(10).join(lines)}</pre>')
+        return "".join(parts)
 
     def folded(self, v: Violation, key: str, summary: str, open_: bool = False) -> str:
         return (f'<details class="explain"{" open" if open_ else ""}><summary>{summary}</summary>'
@@ -213,7 +244,7 @@ def render(report: Any, root: str | None = None, verbose: bool = False, group: b
     make = group_findings if group else singletons
     groups = make(report.violations)
     notes = make(report.notes) if verbose else []
-    page = _Page([*groups, *notes], root, explanations)
+    page = _Page([*groups, *notes], root, explanations, getattr(report, "unit_graph", None))
     n = len(report.violations)
     chips = [
         f'<span class="chip {"bad" if n else "good"}"><b>{n}</b> violation{"s" if n != 1 else ""}</span>',
