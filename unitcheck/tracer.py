@@ -220,6 +220,24 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, A
     )
 
 
+def _unaliased(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The example inputs with every repeated tensor cloned. Export traces aliased inputs as one
+    value, so a factory returning ``(x, x)`` as ``(idx, targets)`` would give a graph whose
+    ``idx`` is never read (its uses go to ``targets``): each argument must be its own input."""
+    seen: set[int] = set()
+
+    def fresh(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        key = id(t) if t.device.type == "meta" else t.untyped_storage().data_ptr()
+        if key in seen and (t.device.type == "meta" or t.numel() > 0):
+            return t.clone()
+        seen.add(key)
+        return t
+
+    return pytree.tree_map(fresh, args), pytree.tree_map(fresh, kwargs)
+
+
 def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> bool:
     """Export's training IR already has the high-level ops the rules want (and lowering it costs
     as much as the export itself). Lower only when it holds a mutating op, which
@@ -438,7 +456,7 @@ def trace(
 
     if not isinstance(model, nn.Module):
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
-    args, kwargs = _normalise_inputs(example_inputs)
+    args, kwargs = _unaliased(*_normalise_inputs(example_inputs))
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
     with _eval_mode(model), _quiet(), meta_autocast() as rewritten:
