@@ -33,7 +33,7 @@ from .diagnostics import Location
 from .errors import UnitcheckError
 from .fxutil import frames_from_text, user_frame
 
-__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS"]
+__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs"]
 
 aten = torch.ops.aten
 
@@ -104,6 +104,10 @@ class TracedGraph:
     kwargs: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     trace_seconds: float = 0.0
+    # flat output position -> qualified name of the buffer it updates (functionalised in-place
+    # updates, e.g. batch-norm running statistics in training mode); other outputs are the user's
+    mutations: dict[int, str] = field(default_factory=dict)
+    out_spec: Any = None  # the pytree structure of the user's outputs (export only)
 
     @property
     def graph(self) -> fx.Graph:
@@ -178,9 +182,10 @@ def meta_autocast() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
+def _mode(model: nn.Module, training: bool) -> Iterator[None]:
+    """Every submodule in one mode for the capture (eval unless asked), restored afterwards."""
     flags = {m: m.training for m in model.modules()}
-    model.eval()
+    model.train(training)
     try:
         yield
     finally:
@@ -198,7 +203,7 @@ def _canonical_names(model: nn.Module) -> dict[int, str]:
     return names
 
 
-def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if isinstance(example_inputs, dict):
         return (), dict(example_inputs)
     if isinstance(example_inputs, torch.Tensor):
@@ -308,7 +313,13 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             raise TraceError(f"unsupported graph input kind {kind} ({arg_name})")
     placeholders = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
     leaves = {k: v for k, v in leaves.items() if k in placeholders}
-    return TracedGraph(gm, "export", leaves, model, args, kwargs)
+    mutations: dict[int, str] = {}
+    for i, out in enumerate(ep.graph_signature.output_specs):
+        if out.kind.name == "BUFFER_MUTATION":
+            b = buffers.get(str(out.target))
+            mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
+    return TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
+                       out_spec=ep.call_spec.out_spec)
 
 
 class _DeepTracer(fx.Tracer):
@@ -446,8 +457,10 @@ def trace(
     method: Literal["auto", "export", "fx"] = "auto",
     dynamic: bool = False,
     lower_op: Callable[[Any], bool] | None = None,
+    training: bool = False,
 ) -> TracedGraph:
-    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both).
+    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both), in
+    eval mode unless ``training`` (code generation compares the two captures).
 
     ``dynamic=True`` keeps batch and sequence sizes symbolic (export only), as code generation
     needs. ``lower_op(target)`` says whether an op should be decomposed (unit inference passes
@@ -456,10 +469,10 @@ def trace(
 
     if not isinstance(model, nn.Module):
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
-    args, kwargs = _unaliased(*_normalise_inputs(example_inputs))
+    args, kwargs = _unaliased(*normalise_inputs(example_inputs))
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
-    with _eval_mode(model), _quiet(), meta_autocast() as rewritten:
+    with _mode(model, training), _quiet(), meta_autocast() as rewritten:
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)
@@ -484,7 +497,8 @@ def trace(
                 errors.append(("symbolic tracing", err))
     if _meta_limited(model, args, kwargs, errors):
         try:
-            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
+            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic,
+                      lower_op=lower_op, training=training)
         except TraceError as err:  # the CPU copy's failure is the one that matters
             raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
         except Exception as err:  # the copy itself failed: report the meta failure with it

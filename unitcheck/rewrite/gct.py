@@ -343,10 +343,13 @@ def _eliminate_dead(traced: TracedGraph) -> list[str]:
     return sorted(set(gone) - kept)  # a tied weight's unused alias is not a dropped parameter
 
 
-def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None) -> GCTResult:
-    """Trace (dynamic batch and sequence), infer units, and apply the GCT rules."""
+def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None,
+              traced: TracedGraph | None = None) -> GCTResult:
+    """Trace (dynamic batch and sequence) unless ``traced`` is given, infer units, and apply the
+    GCT rules."""
     t0 = time.perf_counter()
-    traced = trace_for_inference(model, example_inputs, dynamic=True)
+    if traced is None:
+        traced = trace_for_inference(model, example_inputs, dynamic=True)
     ug: UnitGraph = run_inference(traced)
     ctx = RewriteContext(ug)
     for rule in rules or RULES:
