@@ -26,12 +26,13 @@ from typing import Any, Literal
 
 import torch
 import torch.fx as fx
+import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 from .errors import UnitcheckError
-from .fxutil import frames_from_text, user_frame
+from .fxutil import frames_from_text, restore_module_paths, user_frame
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs"]
 
@@ -280,9 +281,11 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
             lower_op: Callable[[Any], bool] | None) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
-    ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
-    if _needs_lowering(ep.graph_module.graph, lower_op):
-        ep = ep.run_decompositions(_decomposition_table())
+    # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive
+    with fx_traceback.preserve_node_meta():
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
+        if _needs_lowering(ep.graph_module.graph, lower_op):
+            ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
     names = _canonical_names(model)
     params = dict(model.named_parameters(remove_duplicate=False))
@@ -443,6 +446,22 @@ def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[st
     return cpu, (pytree.tree_map(move, args), pytree.tree_map(move, kwargs))
 
 
+def _generated_structure(g: TracedGraph) -> None:
+    """A module ``unitcheck rewrite`` generated computes everything in one ``forward``; its
+    ``# [module]`` comments say which original module each line comes from. The nodes get
+    those module paths, so that lint of a rewritten model sees the original's structure
+    (residual branches, per-module ignores, violations named by module)."""
+    import linecache
+    import sys
+
+    cls = type(g.model)
+    if not getattr(cls, "__unitcheck_generated__", False):
+        return
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if file:
+        restore_module_paths(g.graph, file, linecache.getlines(file))
+
+
 def _note_autocast(g: TracedGraph, rewritten: list[str]) -> None:
     if rewritten:
         g.notes.append(
@@ -476,6 +495,7 @@ def trace(
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)
+                _generated_structure(g)
                 g.trace_seconds = time.perf_counter() - t0
                 _note_autocast(g, rewritten)
                 return g

@@ -3,6 +3,7 @@ unchanged (``to="identity"``, the code generator's own test)."""
 
 from __future__ import annotations
 
+import linecache
 import sys
 import time
 import types
@@ -94,9 +95,12 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
     return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes])
 
 
-def instantiate(source: str, filename: str = "<unitcheck-rewrite>") -> nn.Module:
-    """Run generated code as a module of its own (registered, so deep copies find the class)."""
+def instantiate(source: str) -> nn.Module:
+    """Run generated code as a module of its own (registered, so deep copies find the class;
+    its source in linecache, so tracebacks and the tracer's module comments can read it)."""
     name = f"_unitcheck_generated_{abs(hash(source))}"
+    filename = f"<unitcheck-rewrite-{abs(hash(source))}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     mod = types.ModuleType(name)
     mod.__file__ = filename
     exec(compile(source, filename, "exec"), mod.__dict__)  # noqa: S102 (our own generated code)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import re
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +27,9 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ..canonical import CALL_KEY, canonical, orthogonal
 from ..errors import UnitcheckError
-from ..fxutil import RUN_VIEW_AS
+from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..runtime import update_buffer
 from ..tracer import TracedGraph
 from .patterns import set_attr
@@ -127,7 +130,7 @@ def _plain(spec: Any) -> bool:
     """A structure of tensors, tuples, lists and dicts, which generated code can spell."""
     if spec.is_leaf():
         return True
-    return spec.type in (tuple, list, dict) and all(_plain(c) for c in spec.children_specs)
+    return spec.type in (tuple, list, dict) and all(_plain(c) for c in spec.children())
 
 
 def _has(root: nn.Module, name: str) -> bool:
@@ -143,6 +146,44 @@ def _fetch(root: Any, name: str) -> Any:
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+# -- calls the original made to unitcheck.canonical -------------------------------------------
+
+
+def _library_calls(graph: fx.Graph) -> None:
+    """A call the original model made to :func:`~unitcheck.canonical.canonical` or
+    :func:`~unitcheck.canonical.orthogonal` is a call again: tracing records their traced formula
+    (RMSNorm, a projection), which differs in its last bits from the hand-written autograd
+    functions eager training runs. Each call's nodes are marked (``CALL_KEY``); an intact group
+    (its inputs and one output as the function has them) becomes one call."""
+    groups: dict[int, list[fx.Node]] = {}
+    for node in graph.nodes:
+        mark = node.meta.get("custom") or {}
+        if CALL_KEY in mark:
+            groups.setdefault(mark["unitcheck_call_id"], []).append(node)
+    for nodes in groups.values():
+        name = nodes[0].meta["custom"][CALL_KEY]
+        inside = set(nodes)
+        outputs = [n for n in nodes if any(u not in inside for u in n.users)]
+        inputs = list(dict.fromkeys(p for n in nodes for p in n.all_input_nodes if p not in inside))
+        if len(outputs) != 1 or outputs[0] is not nodes[-1]:
+            continue
+        out = outputs[0]
+        if name == "canonical" and len(inputs) == 1 and base_name(out) == "rms_norm":
+            args: tuple[Any, ...] = (inputs[0], named_args(out).get("eps"))
+            fn: Any = canonical
+        elif name == "orthogonal" and len(inputs) == 2 and base_name(out) == "sub" and out.args[0] in inputs:
+            a = out.args[0]
+            args, fn = (a, next(p for p in inputs if p is not a)), orthogonal
+        else:
+            continue
+        with graph.inserting_after(out):
+            call = graph.call_function(fn, args)
+        call.meta.update({k: v for k, v in out.meta.items() if k != "custom"})
+        out.replace_all_uses_with(call)
+        for n in reversed(nodes):
+            graph.erase_node(n)
 
 
 # -- literals that follow the training mode or the dtype ---------------------------------------
@@ -247,6 +288,7 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
         [("_forward_eval", eval_traced), ("_forward_train", train_traced)]
     for name, traced in pairs:
         graph = _as_module_graph(traced, root)
+        _library_calls(graph)
         _follow_literals(graph, dtype, other, notes)
         _device_and_metadata(graph, drop_casts=other is None)
         graph.lint()
@@ -296,11 +338,36 @@ def _op_imports(graphs: list[fx.Graph]) -> list[str]:
     return sorted(lines)
 
 
+_ASSIGNED = re.compile(r"^\s*(\w+)\s*=")
+
+
+def _module_header(node: fx.Node) -> str:
+    """``# [path] Class, file.py:line``: which original module the lines below come from (read
+    back by the tracer, so that lint sees a generated model's original structure)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    cls = str(list(stack.values())[-1][1]).rsplit(".", 1)[-1] if stack else ""
+    loc = location(node)
+    where = f", {os.path.basename(loc.file)}:{loc.line}" if loc else ""
+    return f"# [{module_path(node) or ROOT}] {cls}{where}".rstrip()
+
+
 def _method(graph: fx.Graph, name: str) -> tuple[str, dict[str, Any], list[str]]:
+    """One method's source, with a header comment before each run of lines that one original
+    module computes."""
     code = graph.python_code(root_module="self")
     body = code.src.strip("\n").replace("def forward(", f"def {name}(", 1)
+    by_name = {n.name: n for n in graph.nodes}
+    lines, current = [], None
+    for line in body.splitlines():
+        m = _ASSIGNED.match(line)
+        node = by_name.get(m.group(1)) if m else None
+        if node is not None and node.op == "call_function" and module_path(node) != current:
+            current = module_path(node)
+            indent = line[: len(line) - len(line.lstrip())]
+            lines.append(indent + _module_header(node))
+        lines.append(line)
     inputs = [n.name for n in graph.nodes if n.op == "placeholder"]
-    return "\n".join("    " + line if line else "" for line in body.splitlines()), dict(code.globals), inputs
+    return "\n".join("    " + line if line else "" for line in lines), dict(code.globals), inputs
 
 
 def render_source(gen: Generated, units: dict[str, str], source: str, how: str, summary: str) -> str:
@@ -332,6 +399,7 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
         + "\n\n\n"
         + HELPERS
         + "\n\nclass Rewritten(nn.Module):\n"
+        + "    __unitcheck_generated__ = True  # the '# [module]' comments name each line's original module\n"
         + "    # dimensionless by construction: unitcheck reads these declarations\n"
         + "    __units__ = {\n" + unit_lines + "    }\n\n"
         + "    def __init__(self) -> None:\n        super().__init__()\n"
