@@ -47,14 +47,19 @@ def _tracing() -> bool:
 
 
 _CALLS = itertools.count()
-CALL_KEY = "unitcheck_call"  # node.meta["custom"]: which function of this module made the node
+CALL_KEY = "unitcheck_call"  # node.meta["custom"]: which call made the node (see _marked)
+
+
+def next_call_id() -> int:
+    """A number no other marked call of this process has."""
+    return next(_CALLS)
 
 
 @contextlib.contextmanager
 def _marked(name: str) -> Iterator[None]:
     """Nodes a capture records inside are marked as one call of ``name``: their traced formula
     is not the one eager autograd runs, so code generation writes the call back."""
-    with fx_traceback.annotate({CALL_KEY: name, "unitcheck_call_id": next(_CALLS)}):
+    with fx_traceback.annotate({CALL_KEY: name, "unitcheck_call_id": next_call_id()}):
         yield
 
 

@@ -446,6 +446,54 @@ def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[st
     return cpu, (pytree.tree_map(move, args), pytree.tree_map(move, kwargs))
 
 
+_LITERALS = (int, float, bool, str, type(None))
+
+
+def _importable(cls: type) -> bool:
+    import importlib
+
+    try:
+        obj: Any = importlib.import_module(cls.__module__)
+        for part in cls.__qualname__.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return False
+    return obj is cls
+
+
+@contextlib.contextmanager
+def mark_autograd_functions() -> Iterator[None]:
+    """Mark the nodes of each ``Function.apply`` the capture inlines (a hand-written backward,
+    as BLOOM's GeLU has, that the traced forward's autograd would not reproduce): the call and
+    each tensor argument (an ``alias`` node tagged with its position), so that code generation
+    can call the function again. Only functions generated code can import are marked."""
+    from .canonical import CALL_KEY, next_call_id
+
+    holder = torch.autograd.Function.__dict__["apply"]
+    original = holder.__func__
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not _importable(cls) or not all(isinstance(a, (torch.Tensor, *_LITERALS)) for a in args):
+            return original(cls, *args, **kwargs)
+        consts = {i: a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
+        mark = {CALL_KEY: "autograd_function", "unitcheck_call_id": next_call_id(),
+                "function": f"{cls.__module__}:{cls.__qualname__}", "consts": consts, "arity": len(args)}
+        with fx_traceback.annotate(mark):
+            tagged = []
+            for i, a in enumerate(args):
+                if isinstance(a, torch.Tensor):
+                    with fx_traceback.annotate({"unitcheck_arg": i}):
+                        a = aten.alias.default(a)
+                tagged.append(a)
+            return original(cls, *tagged)
+
+    torch.autograd.Function.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        torch.autograd.Function.apply = holder  # type: ignore[method-assign]
+
+
 def _generated_structure(g: TracedGraph) -> None:
     """A module ``unitcheck rewrite`` generated computes everything in one ``forward``; its
     ``# [module]`` comments say which original module each line comes from. The nodes get
@@ -491,7 +539,7 @@ def trace(
     args, kwargs = _unaliased(*normalise_inputs(example_inputs))
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
-    with _mode(model, training), _quiet(), meta_autocast() as rewritten:
+    with _mode(model, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions():
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)

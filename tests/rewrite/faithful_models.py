@@ -65,3 +65,25 @@ class ConvNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.bn(self.conv(x))).mean((-1, -2))
+
+
+class RoundThrough(torch.autograd.Function):
+    """Rounding with a straight-through backward (quantisation-aware training): autograd of the
+    traced forward would give zero gradients."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        return torch.round(x * scale) / scale
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
+        return grad, None
+
+
+class StraightThrough(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return RoundThrough.apply(self.lin(x), 4.0).pow(2).mean()

@@ -15,7 +15,7 @@ from unitcheck.models import build
 from unitcheck.rewrite.api import rewrite
 from unitcheck.testing import same_computation
 
-from .faithful_models import ConvNorm, CustomOp, Relative
+from .faithful_models import ConvNorm, CustomOp, Relative, StraightThrough
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,3 +75,12 @@ def test_batch_norm_statistics_in_training_mode() -> None:
     assert "_forward_train" in res.source
     assert same_computation(model, res.module, (x,), training=True)
     assert same_computation(model, res.module, (x,), training=False)
+
+
+def test_autograd_functions_keep_their_backward() -> None:
+    """An autograd.Function with its own backward (straight-through rounding) is called again,
+    not differentiated through the traced forward (which would give zero gradients)."""
+    model, x = StraightThrough(), torch.randn(3, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "RoundThrough" in res.source
+    assert same_computation(model, res.module, (x,), training=True)

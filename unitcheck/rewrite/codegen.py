@@ -90,7 +90,8 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
             assert leaf is not None
             value = leaf.value.detach().clone()
             if not _has(root, leaf.name):
-                set_attr(root, leaf.name, nn.Parameter(value) if leaf.kind == "param" else value)
+                frozen = leaf.kind == "param" and not leaf.value.requires_grad  # a frozen table stays frozen
+                set_attr(root, leaf.name, nn.Parameter(value, requires_grad=not frozen) if leaf.kind == "param" else value)
             env[node] = graph.get_attr(leaf.name)
             continue
         if node.op == "get_attr":
@@ -152,11 +153,11 @@ def _fetch(root: Any, name: str) -> Any:
 
 
 def _library_calls(graph: fx.Graph) -> None:
-    """A call the original model made to :func:`~unitcheck.canonical.canonical` or
-    :func:`~unitcheck.canonical.orthogonal` is a call again: tracing records their traced formula
-    (RMSNorm, a projection), which differs in its last bits from the hand-written autograd
-    functions eager training runs. Each call's nodes are marked (``CALL_KEY``); an intact group
-    (its inputs and one output as the function has them) becomes one call."""
+    """A call the original model made to :func:`~unitcheck.canonical.canonical`,
+    :func:`~unitcheck.canonical.orthogonal` or an ``autograd.Function`` (BLOOM's GeLU) is a call
+    again: tracing records a forward formula whose autograd differs in its last bits from the
+    hand-written backward eager training runs. Each call's nodes are marked (``CALL_KEY``); an
+    intact group (its inputs and one output as the function has them) becomes one call."""
     groups: dict[int, list[fx.Node]] = {}
     for node in graph.nodes:
         mark = node.meta.get("custom") or {}
@@ -170,13 +171,18 @@ def _library_calls(graph: fx.Graph) -> None:
         if len(outputs) != 1 or outputs[0] is not nodes[-1]:
             continue
         out = outputs[0]
-        if name == "canonical" and len(inputs) == 1 and base_name(out) == "rms_norm":
-            args: tuple[Any, ...] = (inputs[0], named_args(out).get("eps"))
-            fn: Any = canonical
+        fn: Any = None
+        args: tuple[Any, ...] = ()
+        if name == "autograd_function":
+            found = _function_call(nodes, inside)
+            if found is not None:
+                fn, args = found
+        elif name == "canonical" and len(inputs) == 1 and base_name(out) == "rms_norm":
+            args, fn = (inputs[0], named_args(out).get("eps")), canonical
         elif name == "orthogonal" and len(inputs) == 2 and base_name(out) == "sub" and out.args[0] in inputs:
             a = out.args[0]
             args, fn = (a, next(p for p in inputs if p is not a)), orthogonal
-        else:
+        if fn is None:
             continue
         with graph.inserting_after(out):
             call = graph.call_function(fn, args)
@@ -184,6 +190,50 @@ def _library_calls(graph: fx.Graph) -> None:
         out.replace_all_uses_with(call)
         for n in reversed(nodes):
             graph.erase_node(n)
+
+
+def _function_call(nodes: list[fx.Node], inside: set[fx.Node]) -> tuple[Any, tuple[Any, ...]] | None:
+    """``(Cls.apply, args)`` for a marked ``autograd.Function`` call whose nodes read nothing
+    from outside but its tagged arguments (else None: the inlined form stays)."""
+    import importlib
+
+    mark = nodes[0].meta["custom"]
+    args: list[Any] = [mark["consts"].get(i) for i in range(mark["arity"])]
+    tagged = set()
+    for n in nodes:
+        i = (n.meta.get("custom") or {}).get("unitcheck_arg")
+        if i is not None and base_name(n) == "alias":
+            args[i] = n.args[0]
+            tagged.add(n)
+    for n in nodes:
+        if n not in tagged and any(p not in inside for p in n.all_input_nodes):
+            return None
+    if len(tagged) != mark["arity"] - len(mark["consts"]):
+        return None
+    module, qualname = mark["function"].split(":")
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    return _applier(cls), tuple(args)
+
+
+_APPLIERS: dict[type, Any] = {}
+
+
+def _applier(cls: type) -> Any:
+    """A stand-in for ``cls.apply`` that FX names after ``cls`` (a bound classmethod would be
+    spelled ``torch.autograd.function.apply``); ``_import_line`` writes ``Cls.apply`` for it."""
+    if cls in _APPLIERS:
+        return _APPLIERS[cls]
+
+    def apply(*args: Any) -> Any:
+        return cls.apply(*args)  # type: ignore[attr-defined]
+
+    apply.__module__ = cls.__module__
+    apply.__name__ = apply.__qualname__ = f"{cls.__qualname__.replace('.', '_')}_apply"
+    apply.__unitcheck_function__ = cls  # type: ignore[attr-defined]
+    _APPLIERS[cls] = apply
+    return apply
 
 
 # -- literals that follow the training mode or the dtype ---------------------------------------
@@ -308,6 +358,9 @@ def _import_line(name: str, obj: Any) -> str:
         return f"{name} = {obj!r}"
     if obj is type(None):
         return f"{name} = type(None)"
+    function = getattr(obj, "__unitcheck_function__", None)
+    if isinstance(function, type):  # an autograd.Function's apply (see _applier)
+        return f"{_import_line(name + '_function', function)}\n{name} = {name}_function.apply"
     mod = getattr(obj, "__module__", None)
     qual = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     if mod and qual and "." not in qual and "<" not in qual:
@@ -389,7 +442,8 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
     imports += _op_imports(list(gen.graphs.values()))
     shapes = []
     for name, p in gen.root.named_parameters():
-        shapes.append(f"        _param(self, {name!r}, {tuple(p.shape)!r}, {str(p.dtype)})")
+        frozen = "" if p.requires_grad else ", requires_grad=False"
+        shapes.append(f"        _param(self, {name!r}, {tuple(p.shape)!r}, {str(p.dtype)}{frozen})")
     for name, b in gen.root.named_buffers():
         shapes.append(f"        _buffer(self, {name!r}, {tuple(b.shape)!r}, {str(b.dtype)})")
     unit_lines = "".join(f"        {k!r}: {v!r},\n" for k, v in sorted(units.items()))
@@ -416,9 +470,11 @@ HELPERS = '''def _module(root: nn.Module, path: list[str]) -> nn.Module:
     return root
 
 
-def _param(root: nn.Module, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+def _param(root: nn.Module, name: str, shape: tuple[int, ...], dtype: torch.dtype,
+           requires_grad: bool = True) -> None:
     *path, leaf = name.split(".")
-    _module(root, path).register_parameter(leaf, nn.Parameter(torch.zeros(shape, dtype=dtype)))
+    param = nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=requires_grad)
+    _module(root, path).register_parameter(leaf, param)
 
 
 def _buffer(root: nn.Module, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
