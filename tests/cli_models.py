@@ -63,3 +63,21 @@ class Suppressed(nn.Module):
 
 def suppressed():  # type: ignore[no-untyped-def]
     return Suppressed(), (torch.randn(2, 8),)
+
+
+
+def small_vocab():  # type: ignore[no-untyped-def]
+    """A user's GPT with 20 tokens: fewer than the char corpus has."""
+    model, (x, y) = build("gpt", vocab_size=20, block_size=32, n_layer=1, n_embd=16, n_head=2)
+    return model, (x % 20, y % 20)
+
+
+def char_sized():  # type: ignore[no-untyped-def]
+    """A user's GPT with 100 tokens: enough for characters, not for bytes."""
+    return build("gpt", vocab_size=100, block_size=32, n_layer=1, n_embd=16, n_head=2)
+
+
+def short_block():  # type: ignore[no-untyped-def]
+    """A user's GPT that accepts at most 16 tokens."""
+    model, (x, y) = build("gpt", vocab_size=256, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    return model, (x[:, :16], y[:, :16])

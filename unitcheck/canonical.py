@@ -7,7 +7,12 @@ so they live in the library, not in the reference models (which import them from
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+from collections.abc import Iterator
+
 import torch
+import torch.fx.traceback as fx_traceback
 import torch.nn.functional as F
 
 __all__ = ["CANONICAL_EPS", "canonical", "orthogonal"]
@@ -41,14 +46,34 @@ def _tracing() -> bool:
                 or (fx_tracing is not None and fx_tracing()))
 
 
+_CALLS = itertools.count()
+CALL_KEY = "unitcheck_call"  # node.meta["custom"]: which call made the node (see _marked)
+
+
+def next_call_id() -> int:
+    """A number no other marked call of this process has."""
+    return next(_CALLS)
+
+
+@contextlib.contextmanager
+def _marked(name: str) -> Iterator[None]:
+    """Nodes a capture records inside are marked as one call of ``name``: their traced formula
+    is not the one eager autograd runs, so code generation writes the call back."""
+    with fx_traceback.annotate({CALL_KEY: name, "unitcheck_call_id": next_call_id()}):
+        yield
+
+
 def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
     """C(x) = x / sqrt(RMS(x)^2 + eps) over the last dimension: dimensionless for any unit of x.
 
     Traced graphs see RMSNorm without a gain (the same function); eager training with autograd
     uses the fused backward."""
-    if not _tracing() and x.requires_grad:
-        return _Canonical.apply(x, eps)  # type: ignore[no-any-return]
-    return F.rms_norm(x, (x.size(-1),), eps=eps)
+    if not _tracing():
+        if x.requires_grad:
+            return _Canonical.apply(x, eps)  # type: ignore[no-any-return]
+        return F.rms_norm(x, (x.size(-1),), eps=eps)
+    with _marked("canonical"):
+        return F.rms_norm(x, (x.size(-1),), eps=eps)
 
 
 class _Orthogonal(torch.autograd.Function):
@@ -73,6 +98,9 @@ class _Orthogonal(torch.autograd.Function):
 
 def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """P_perp_h a = a - <a, h> / ||h||^2 h, per token: the update's component off the stream."""
-    if not _tracing() and (a.requires_grad or h.requires_grad):
-        return _Orthogonal.apply(a, h)  # type: ignore[no-any-return]
-    return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+    if not _tracing():
+        if a.requires_grad or h.requires_grad:
+            return _Orthogonal.apply(a, h)  # type: ignore[no-any-return]
+        return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+    with _marked("orthogonal"):
+        return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h

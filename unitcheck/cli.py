@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("rewrite", "rewrite a model into its Gauge-Canonical Transformer form")
     _add_model_args(p)
-    p.add_argument("--to", choices=["gct"], default="gct", help="target form (default: gct)")
+    p.add_argument("--to", choices=["gct", "identity"], default="gct",
+                   help="target form (default: gct); identity regenerates the model with no rule applied and checks it is equal")
     p.add_argument("--nvfp4", choices=["te", "ngpt"], default=None, help="also run every weight GEMM in NVFP4 with this recipe")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for model.py, weights and unitcheck.json")
     p.add_argument("--partial", action="store_true", help="write the result even if some residual branch or interface was left untouched")

@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 from .diagnostics import Location
 
 __all__ = [
-    "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
+    "ROOT", "generated_module_paths", "restore_module_paths", "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
     "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value",
 ]
 
@@ -67,12 +67,58 @@ def op_name(node: fx.Node) -> str:
     return f"{mod}.{name}" if mod else str(name)
 
 
+ROOT = "<root>"  # how reports and generated code spell the root module's path
+_HEADER = re.compile(r"^\s*# \[(?P<path>[^\]]*)\] ?(?P<cls>[^,\n]*)")
+_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def generated_module_paths(lines: list[str]) -> dict[int, tuple[str, str]]:
+    """Line number (1-based) -> (module path, class) in a generated ``model.py``: each
+    ``# [path] Class, file:line`` comment names the original module of the lines below it,
+    up to the next one or the next ``def``."""
+    out: dict[int, tuple[str, str]] = {}
+    current: tuple[str, str] | None = None
+    for i, line in enumerate(lines, 1):
+        m = _HEADER.match(line)
+        if m:
+            path = m.group("path")
+            current = ("" if path == ROOT else path, m.group("cls").strip())
+        elif line.lstrip().startswith("def "):
+            current = None
+        elif current is not None:
+            out[i] = current
+    return out
+
+
+def restore_module_paths(graph: fx.Graph, file: str, lines: list[str]) -> int:
+    """Give nodes captured from a generated module (one flat ``forward``) the module paths its
+    header comments name, as ``nn_module_stack`` entries; returns how many nodes got one."""
+    paths = generated_module_paths(lines)
+    done = 0
+    for node in graph.nodes:
+        text = node.meta.get("stack_trace") or ""
+        for m in reversed(list(_FILE_LINE.finditer(text))):
+            hit = paths.get(int(m.group("line"))) if m.group("file") == file else None
+            if hit is None:
+                continue
+            path, cls = hit
+            parts = path.split(".") if path else []
+            stack = {f"L__self__.{'.'.join(parts[:i])}": (".".join(parts[:i]), cls if i == len(parts) else "")
+                     for i in range(1, len(parts) + 1)}
+            node.meta["nn_module_stack"] = stack or node.meta.get("nn_module_stack", {})
+            done += 1
+            break
+    return done
+
+
 def module_path(node: fx.Node) -> str:
     """Qualified name of the innermost module the node was recorded in ('' for the root)."""
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return ""
     path = str(list(stack.values())[-1][0])
+    if path.startswith("_empty_nn_module_stack"):  # sizes export's runtime-assert pass inserted
+        return ""
     # strict export / dynamo spell paths as L['self'].h[0].attn; normalise to h.0.attn
     path = re.sub(r"^L\['self'\]\.?", "", path)
     path = re.sub(r"\[(\d+)\]", r".\1", path)

@@ -349,10 +349,11 @@ def _no_rule(target: Any) -> bool:
 
 
 def trace_for_inference(model: nn.Module, example_inputs: Any, method: str = "auto",
-                        dynamic: bool = False) -> TracedGraph:
+                        dynamic: bool = False, training: bool = False) -> TracedGraph:
     """Trace, decomposing the graph when it holds an op with no unit rule (its pieces may have
     rules)."""
-    return trace(model, example_inputs, method=method, dynamic=dynamic, lower_op=_no_rule)  # type: ignore[arg-type]
+    return trace(model, example_inputs, method=method, dynamic=dynamic, lower_op=_no_rule,  # type: ignore[arg-type]
+                 training=training)
 
 
 def infer_units(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["assert_no_new_violations", "UnitViolationError"]
+__all__ = ["assert_no_new_violations", "UnitViolationError", "same_computation"]
 
 
 class UnitViolationError(AssertionError):
@@ -34,3 +34,15 @@ def assert_no_new_violations(
 
 def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "unitcheck: tests that assert unit consistency of a model")
+
+
+def same_computation(original: Any, generated: Any, example_inputs: Any, training: bool = False,
+                     seed: int = 0) -> bool:
+    """Do two models compute the same outputs, gradients and buffer updates bit for bit (one
+    step, same seed)? Raises AssertionError listing what differs."""
+    from .rewrite.equal import differences
+
+    diffs = differences(original, generated, example_inputs, training, seed)
+    if diffs:
+        raise AssertionError("the models differ:\n  " + "\n  ".join(diffs))
+    return True

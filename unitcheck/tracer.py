@@ -26,14 +26,15 @@ from typing import Any, Literal
 
 import torch
 import torch.fx as fx
+import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 from .errors import UnitcheckError
-from .fxutil import frames_from_text, user_frame
+from .fxutil import frames_from_text, restore_module_paths, user_frame
 
-__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS"]
+__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs"]
 
 aten = torch.ops.aten
 
@@ -104,6 +105,10 @@ class TracedGraph:
     kwargs: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     trace_seconds: float = 0.0
+    # flat output position -> qualified name of the buffer it updates (functionalised in-place
+    # updates, e.g. batch-norm running statistics in training mode); other outputs are the user's
+    mutations: dict[int, str] = field(default_factory=dict)
+    out_spec: Any = None  # the pytree structure of the user's outputs (export only)
 
     @property
     def graph(self) -> fx.Graph:
@@ -178,9 +183,10 @@ def meta_autocast() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
+def _mode(model: nn.Module, training: bool) -> Iterator[None]:
+    """Every submodule in one mode for the capture (eval unless asked), restored afterwards."""
     flags = {m: m.training for m in model.modules()}
-    model.eval()
+    model.train(training)
     try:
         yield
     finally:
@@ -198,7 +204,7 @@ def _canonical_names(model: nn.Module) -> dict[int, str]:
     return names
 
 
-def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if isinstance(example_inputs, dict):
         return (), dict(example_inputs)
     if isinstance(example_inputs, torch.Tensor):
@@ -218,6 +224,24 @@ def _normalise_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, A
         "example inputs must be a tensor, a tuple of positional inputs, a dict of keyword inputs "
         f"or an (args, kwargs) pair; got {type(example_inputs).__name__}"
     )
+
+
+def _unaliased(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The example inputs with every repeated tensor cloned. Export traces aliased inputs as one
+    value, so a factory returning ``(x, x)`` as ``(idx, targets)`` would give a graph whose
+    ``idx`` is never read (its uses go to ``targets``): each argument must be its own input."""
+    seen: set[int] = set()
+
+    def fresh(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        key = id(t) if t.device.type == "meta" else t.untyped_storage().data_ptr()
+        if key in seen and (t.device.type == "meta" or t.numel() > 0):
+            return t.clone()
+        seen.add(key)
+        return t
+
+    return pytree.tree_map(fresh, args), pytree.tree_map(fresh, kwargs)
 
 
 def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> bool:
@@ -257,9 +281,11 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
             lower_op: Callable[[Any], bool] | None) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
-    ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
-    if _needs_lowering(ep.graph_module.graph, lower_op):
-        ep = ep.run_decompositions(_decomposition_table())
+    # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive
+    with fx_traceback.preserve_node_meta():
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
+        if _needs_lowering(ep.graph_module.graph, lower_op):
+            ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
     names = _canonical_names(model)
     params = dict(model.named_parameters(remove_duplicate=False))
@@ -290,7 +316,13 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             raise TraceError(f"unsupported graph input kind {kind} ({arg_name})")
     placeholders = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
     leaves = {k: v for k, v in leaves.items() if k in placeholders}
-    return TracedGraph(gm, "export", leaves, model, args, kwargs)
+    mutations: dict[int, str] = {}
+    for i, out in enumerate(ep.graph_signature.output_specs):
+        if out.kind.name == "BUFFER_MUTATION":
+            b = buffers.get(str(out.target))
+            mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
+    return TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
+                       out_spec=ep.call_spec.out_spec)
 
 
 class _DeepTracer(fx.Tracer):
@@ -414,6 +446,70 @@ def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[st
     return cpu, (pytree.tree_map(move, args), pytree.tree_map(move, kwargs))
 
 
+_LITERALS = (int, float, bool, str, type(None))
+
+
+def _importable(cls: type) -> bool:
+    import importlib
+
+    try:
+        obj: Any = importlib.import_module(cls.__module__)
+        for part in cls.__qualname__.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return False
+    return obj is cls
+
+
+@contextlib.contextmanager
+def mark_autograd_functions() -> Iterator[None]:
+    """Mark the nodes of each ``Function.apply`` the capture inlines (a hand-written backward,
+    as BLOOM's GeLU has, that the traced forward's autograd would not reproduce): the call and
+    each tensor argument (an ``alias`` node tagged with its position), so that code generation
+    can call the function again. Only functions generated code can import are marked."""
+    from .canonical import CALL_KEY, next_call_id
+
+    holder = torch.autograd.Function.__dict__["apply"]
+    original = holder.__func__
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not _importable(cls) or not all(isinstance(a, (torch.Tensor, *_LITERALS)) for a in args):
+            return original(cls, *args, **kwargs)
+        consts = {i: a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
+        mark = {CALL_KEY: "autograd_function", "unitcheck_call_id": next_call_id(),
+                "function": f"{cls.__module__}:{cls.__qualname__}", "consts": consts, "arity": len(args)}
+        with fx_traceback.annotate(mark):
+            tagged = []
+            for i, a in enumerate(args):
+                if isinstance(a, torch.Tensor):
+                    with fx_traceback.annotate({"unitcheck_arg": i}):
+                        a = aten.alias.default(a)
+                tagged.append(a)
+            return original(cls, *tagged)
+
+    torch.autograd.Function.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        torch.autograd.Function.apply = holder  # type: ignore[method-assign]
+
+
+def _generated_structure(g: TracedGraph) -> None:
+    """A module ``unitcheck rewrite`` generated computes everything in one ``forward``; its
+    ``# [module]`` comments say which original module each line comes from. The nodes get
+    those module paths, so that lint of a rewritten model sees the original's structure
+    (residual branches, per-module ignores, violations named by module)."""
+    import linecache
+    import sys
+
+    cls = type(g.model)
+    if not getattr(cls, "__unitcheck_generated__", False):
+        return
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if file:
+        restore_module_paths(g.graph, file, linecache.getlines(file))
+
+
 def _note_autocast(g: TracedGraph, rewritten: list[str]) -> None:
     if rewritten:
         g.notes.append(
@@ -428,8 +524,10 @@ def trace(
     method: Literal["auto", "export", "fx"] = "auto",
     dynamic: bool = False,
     lower_op: Callable[[Any], bool] | None = None,
+    training: bool = False,
 ) -> TracedGraph:
-    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both).
+    """Capture ``model`` on ``example_inputs`` (a tensor, a tuple, a kwargs dict, or both), in
+    eval mode unless ``training`` (code generation compares the two captures).
 
     ``dynamic=True`` keeps batch and sequence sizes symbolic (export only), as code generation
     needs. ``lower_op(target)`` says whether an op should be decomposed (unit inference passes
@@ -438,13 +536,14 @@ def trace(
 
     if not isinstance(model, nn.Module):
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
-    args, kwargs = _normalise_inputs(example_inputs)
+    args, kwargs = _unaliased(*normalise_inputs(example_inputs))
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
-    with _eval_mode(model), _quiet(), meta_autocast() as rewritten:
+    with _mode(model, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions():
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)
+                _generated_structure(g)
                 g.trace_seconds = time.perf_counter() - t0
                 _note_autocast(g, rewritten)
                 return g
@@ -466,7 +565,8 @@ def trace(
                 errors.append(("symbolic tracing", err))
     if _meta_limited(model, args, kwargs, errors):
         try:
-            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic)
+            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic,
+                      lower_op=lower_op, training=training)
         except TraceError as err:  # the CPU copy's failure is the one that matters
             raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
         except Exception as err:  # the copy itself failed: report the meta failure with it

@@ -22,7 +22,7 @@ from ..conftest import needs_hf
 HERE = Path(__file__).resolve().parents[1]
 
 
-def _check_clean(model, inputs) -> None:  # type: ignore[no-untyped-def]
+def _check_clean(model, inputs):  # type: ignore[no-untyped-def]
     res = rewrite(model, inputs)
     assert res.gct.complete and not res.gct.unhandled
     ug = infer_units(res.module, inputs)
@@ -30,6 +30,7 @@ def _check_clean(model, inputs) -> None:  # type: ignore[no-untyped-def]
     verdict = oracle.verify(res.module, inputs)
     assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
     assert verdict.global_checked == verdict.global_agreed > 0
+    return res
 
 
 @pytest.mark.parametrize("name", ["gpt", "llama", "qknorm"])
@@ -45,6 +46,26 @@ def test_hf_rewrites_are_clean_and_verified(arch: str) -> None:
     from unitcheck.hf import build as hf_build
 
     _check_clean(*hf_build(arch))
+
+
+@needs_hf
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["phi", "gptj"])
+def test_more_hf_rewrites_are_clean_and_verified(arch: str) -> None:
+    from unitcheck.hf import build as hf_build
+
+    _check_clean(*hf_build(arch))
+
+
+@needs_hf
+def test_parallel_branches_get_one_step_each() -> None:
+    """h + (attn(ln h) + mlp(ln h)): two orthogonalised terms, each named for what it computes."""
+    from unitcheck.hf import build as hf_build
+
+    res = _check_clean(*hf_build("falcon"))
+    assert sorted(k.rsplit(".", 1)[-1] for k in res.gct.new_params if ".h.0.alpha" in k) == ["alpha_attn", "alpha_mlp"]
+    parallel = [line for line in res.gct.log if line.startswith("[residual_stream] add(stream, ") and " + " in line]
+    assert len(parallel) == 2
 
 
 def test_rewrite_of_gpt_is_the_hand_written_gct() -> None:

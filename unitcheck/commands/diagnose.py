@@ -27,7 +27,7 @@ def _batch(model_spec: str, sets: dict[str, Any], batch: int, seq: int) -> tuple
             raise UsageError(f"{model_spec} is a training run: its config.json fixes the model, --set does not apply")
         cfg = read_run_config(model_spec)
         state = checkpoint_for(model_spec, cfg)
-        corpus = load_corpus(cfg.tokenizer, cfg.corpus)
+        corpus = load_corpus(cfg.tokenizer, cfg.corpus, data=cfg.data or None)
         model = build_model(cfg, corpus.vocab_size)
         mismatch = state_dict_mismatch(model.state_dict(), state["model"])
         if mismatch:

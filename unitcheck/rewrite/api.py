@@ -1,7 +1,9 @@
-"""``rewrite_gct``: a model to its Gauge-Canonical form (optionally with NVFP4 GEMMs)."""
+"""``rewrite``: a model to its Gauge-Canonical form (optionally with NVFP4 GEMMs), or regenerated
+unchanged (``to="identity"``, the code generator's own test)."""
 
 from __future__ import annotations
 
+import linecache
 import sys
 import time
 import types
@@ -10,10 +12,13 @@ from typing import Any
 
 from torch import nn
 
-from .codegen import render_source, to_module
+from .codegen import generate, render_source
 from .gct import GCTResult, RewriteError, gct_graph
+from .variants import capture
 
-__all__ = ["RewriteResult", "rewrite_gct", "write_rewrite", "RewriteError"]
+__all__ = ["RewriteResult", "rewrite", "rewrite_gct", "write_rewrite", "RewriteError", "TARGETS"]
+
+TARGETS = ("gct", "identity")
 
 
 @dataclass
@@ -24,6 +29,13 @@ class RewriteResult:
     nvfp4: Any = None
     units: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    to: str = "gct"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Every rule did its part (the null rewrite has nothing to do)."""
+        return self.to == "identity" or (self.gct.complete and not self.gct.unhandled)
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -33,36 +45,62 @@ class RewriteResult:
             "dropped_parameters": self.gct.dropped,
             "log": self.gct.log,
             "unhandled": self.gct.unhandled,
+            "notes": self.notes,
         }
         if self.nvfp4 is not None:
             out["nvfp4"] = self.nvfp4.to_json()
         return out
 
 
+def _unchanged(traced: Any) -> GCTResult:
+    return GCTResult(traced, {}, [], [], 0, 0)
+
+
 def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
-            source_name: str | None = None) -> RewriteResult:
+            source_name: str | None = None, to: str = "gct") -> RewriteResult:
+    """Capture ``model`` (eval, training mode and a second dtype: see :mod:`.variants`), apply
+    the ``to`` rules (none for ``identity``), and generate the module."""
+    if to not in TARGETS:
+        raise RewriteError(f"unknown rewrite target {to!r}: choose from {', '.join(TARGETS)}")
     t0 = time.perf_counter()
-    res = gct_graph(model, example_inputs)
+    caps = capture(model, example_inputs)
+    if to == "identity":
+        res = _unchanged(caps.eval)
+        train = _unchanged(caps.train) if caps.train is not None else None
+    else:
+        res = gct_graph(model, example_inputs, traced=caps.eval)
+        train = gct_graph(model, example_inputs, traced=caps.train) if caps.train is not None else None
+        if train is not None and set(train.new_params) != set(res.new_params):
+            raise RewriteError(f"{type(model).__name__}: the GCT rules rewrite its training-mode graph "
+                               "differently from its eval-mode graph")
     nv = None
     if nvfp4:
         from .nvfp4 import nvfp4_graph
 
         nv = nvfp4_graph(res.traced, nvfp4)
-    gm = to_module(res.traced, "Rewritten")
+        if train is not None:
+            nvfp4_graph(train.traced, nvfp4)
+    gen = generate(res.traced, train.traced if train is not None else None, caps.dtype, caps.other)
     units = {name: p.unit for name, p in res.new_params.items()}
-    how = "--to gct" + (f" --nvfp4 {nvfp4}" if nvfp4 else "")
-    summary = (f"{res.residuals_rewritten}/{res.residuals} residual adds on canonical coordinates; "
-               f"{len(res.new_params)} new dimensionless parameters; "
-               f"{len(res.dropped)} normaliser parameters dropped.")
-    source = render_source(gm, units, source_name or type(model).__name__, how, summary)
+    how = f"--to {to}" + (f" --nvfp4 {nvfp4}" if nvfp4 else "")
+    if to == "identity":
+        summary = "The model regenerated with no rewrite applied: it computes what the original computes."
+    else:
+        summary = (f"{res.residuals_rewritten}/{res.residuals} residual adds on canonical coordinates; "
+                   f"{len(res.new_params)} new dimensionless parameters; "
+                   f"{len(res.dropped)} normaliser parameters dropped.")
+    source = render_source(gen, units, source_name or type(model).__name__, how, summary)
     module = instantiate(source)
-    module.load_state_dict(gm.state_dict())
-    return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0)
+    module.load_state_dict(gen.root.state_dict())
+    return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes])
 
 
-def instantiate(source: str, filename: str = "<unitcheck-rewrite>") -> nn.Module:
-    """Run generated code as a module of its own (registered, so deep copies find the class)."""
+def instantiate(source: str) -> nn.Module:
+    """Run generated code as a module of its own (registered, so deep copies find the class;
+    its source in linecache, so tracebacks and the tracer's module comments can read it)."""
     name = f"_unitcheck_generated_{abs(hash(source))}"
+    filename = f"<unitcheck-rewrite-{abs(hash(source))}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     mod = types.ModuleType(name)
     mod.__file__ = filename
     exec(compile(source, filename, "exec"), mod.__dict__)  # noqa: S102 (our own generated code)
@@ -75,9 +113,10 @@ def rewrite_gct(model: nn.Module, example_inputs: Any, nvfp4: str | None = None)
     return rewrite(model, example_inputs, nvfp4).module
 
 
-def write_rewrite(result: RewriteResult, out_dir: str, source: str, example_inputs: Any) -> list[str]:
+def write_rewrite(result: RewriteResult, out_dir: str, source: str, example_inputs: Any,
+                  extra: dict[str, Any] | None = None) -> list[str]:
     from .save import save_rewritten
 
-    manifest = {"source": source, "to": "gct", "nvfp4": result.nvfp4.recipe if result.nvfp4 else None,
-                "report": result.report()}
+    manifest = {"source": source, "to": result.to, "nvfp4": result.nvfp4.recipe if result.nvfp4 else None,
+                "report": result.report(), **(extra or {})}
     return save_rewritten(out_dir, result.source, result.module, example_inputs, manifest)

@@ -32,7 +32,7 @@ from torch import nn
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import MOVEMENT_OPS, base_name, module_path
-from ..graphs import residual_adds, topo_index
+from ..graphs import is_ancestor, residual_adds, topo_index
 from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
@@ -74,11 +74,6 @@ def _residuals(ctx: RewriteContext) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
     return residual_adds(ctx.graph)
 
 
-def _child(parent: str, path: str) -> str:
-    rest = path[len(parent) + 1:] if parent else path
-    return rest.split(".")[0] if rest else "branch"
-
-
 def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
     """The embedding lookups summed into the stream's first value, if that is what it is."""
     node = through_casts(node)
@@ -91,8 +86,50 @@ def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
     return None
 
 
+_ATTENTION = {"scaled_dot_product_attention", "softmax", "_softmax", "_safe_softmax", "flex_attention"}
+
+
+def _branch_nodes(part: fx.Node, stream: fx.Node) -> set[fx.Node]:
+    """The nodes a branch computes from the stream (back from ``part``, not past ``stream``)."""
+    order = topo_index(part.graph)
+    seen, stack = {part}, [part]
+    while stack:
+        n = stack.pop()
+        for p in n.all_input_nodes:
+            if p is not stream and p not in seen and order[p] > order[stream] and is_ancestor(stream, p, order):
+                seen.add(p)
+                stack.append(p)
+    return seen
+
+
+def _branch_kind(part: fx.Node, stream: fx.Node) -> str:
+    """``attn`` when the branch attends (an attention or softmax op), else ``mlp``: the name of
+    its residual step, whatever the module that last touched it is called (a dropout, an
+    output projection)."""
+    return "attn" if any(base_name(n) in _ATTENTION for n in _branch_nodes(part, stream)) else "mlp"
+
+
+def _branch_parts(branch: fx.Node, stream: fx.Node, here: str) -> list[fx.Node]:
+    """The branches summed into one residual add: ``h + (attn(ln h) + mlp(ln h))`` in parallel
+    blocks (Falcon, Phi, GPT-J) has two, each computed from the stream in a submodule of the
+    add's module (a term computed inline, such as ``0.5 * h``, is not a branch of its own)."""
+    order = topo_index(branch.graph)
+    summed = through_casts(branch)  # a copy of the sum (a lowered graph clones it) is the sum
+
+    def submodule(n: fx.Node) -> bool:
+        return any((p := module_path(m)) != here and (here == "" or p.startswith(here + "."))
+                   for m in _branch_nodes(n, stream))
+
+    if base_name(summed) == "add" and len(summed.args) >= 2 and not summed.kwargs.get("alpha") \
+            and all(isinstance(a, fx.Node) and is_ancestor(stream, a, order) and submodule(a)
+                    for a in summed.args[:2]):
+        return [p for a in summed.args[:2] for p in _branch_parts(a, stream, here)]  # type: ignore[arg-type]
+    return [branch]
+
+
 def residual_stream(ctx: RewriteContext) -> None:
-    """h0 = C(sum of C(table lookups)); h <- C(h + alpha C(P_perp_h a)) at every residual add."""
+    """h0 = C(sum of C(table lookups)); h <- C(h + sum_i alpha_i C(P_perp_h a_i)) at every
+    residual add, one term per branch summed into it (one, or attention and MLP in parallel)."""
     residuals = _residuals(ctx)
     ctx.state["residuals"] = len(residuals)
     if not residuals:
@@ -110,23 +147,28 @@ def residual_stream(ctx: RewriteContext) -> None:
             h = _canonical_root(ctx, root)
             canon[root] = h
         here = module_path(add)
-        base = f"{here + '.' if here else ''}alpha_{_child(here, module_path(branch))}"
-        name, i = base, 1
-        while name in names:
-            name, i = f"{base}_{i}", i + 1
-        names.add(name)
-        alpha = ctx.param(name, torch.tensor(alpha0), "residual step size alpha_l, init 1/sqrt(2L)")
-        p = ctx.call(orthogonal, (branch, h), after=add, like=add)
-        c = ctx.call(canonical, (p,), after=p, like=add)
-        s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
-        t = ctx.call(aten.add.Tensor, (h, s), after=s, like=add)
-        new = ctx.call(canonical, (t,), after=t, like=add)
+        parts = _branch_parts(branch, h, here)
+        acc, terms, last = h, [], add
+        for part in parts:
+            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h)}"
+            name, i = base, 1
+            while name in names:
+                name, i = f"{base}_{i}", i + 1
+            names.add(name)
+            alpha = ctx.param(name, torch.tensor(alpha0), "residual step size alpha_l, init 1/sqrt(2L)")
+            p = ctx.call(orthogonal, (part, h), after=last, like=add)
+            c = ctx.call(canonical, (p,), after=p, like=add)
+            s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
+            acc = last = ctx.call(aten.add.Tensor, (acc, s), after=s, like=add)
+            terms.append(f"{name} * C(P_perp_h {describe(part)})")
+        new = ctx.call(canonical, (acc,), after=last, like=add)
         add.replace_all_uses_with(new)
         ctx.graph.erase_node(add)
         canon[new] = new
         done += 1
-        ctx.note("residual_stream", f"add(stream, {describe(branch)})",
-                 f"C(h + {name} * C(P_perp_h a)) [alpha_0 = {alpha0:.4f}]")
+        what = describe(branch) if len(parts) == 1 else " + ".join(describe(p) for p in parts)
+        ctx.note("residual_stream", f"add(stream, {what})",
+                 f"C(h + {' + '.join(terms)}) [alpha_0 = {alpha0:.4f}]")
     ctx.state["rewritten"] = done
     ctx.state["stream"] = set(canon.values())
 
@@ -343,10 +385,13 @@ def _eliminate_dead(traced: TracedGraph) -> list[str]:
     return sorted(set(gone) - kept)  # a tied weight's unused alias is not a dropped parameter
 
 
-def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None) -> GCTResult:
-    """Trace (dynamic batch and sequence), infer units, and apply the GCT rules."""
+def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None,
+              traced: TracedGraph | None = None) -> GCTResult:
+    """Trace (dynamic batch and sequence) unless ``traced`` is given, infer units, and apply the
+    GCT rules."""
     t0 = time.perf_counter()
-    traced = trace_for_inference(model, example_inputs, dynamic=True)
+    if traced is None:
+        traced = trace_for_inference(model, example_inputs, dynamic=True)
     ug: UnitGraph = run_inference(traced)
     ctx = RewriteContext(ug)
     for rule in rules or RULES:

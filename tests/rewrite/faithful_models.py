@@ -1,0 +1,89 @@
+"""Small models with what a capture could bake in: a custom op from a module of its own, casts
+relative to the input's dtype, a mask at the dtype's limit, batch-norm statistics."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@torch.library.custom_op("ucktest::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    """A custom op that only importing this module registers."""
+    return x * 2
+
+
+@twice.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def _twice_backward(ctx, grad):  # type: ignore[no-untyped-def]
+    return grad * 2
+
+
+twice.register_autograd(_twice_backward)
+
+
+class CustomOp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.ucktest.twice(self.lin(x))
+
+
+class Relative(nn.Module):
+    """HF style: statistics in float32, the result in the input's dtype, a causal mask at the
+    dtype's minimum; a float64 copy must run (and equal the original in float64)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        h = self.lin(x).to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        h = h.to(dtype)
+        n = x.shape[-2]
+        mask = torch.full((n, n), torch.finfo(dtype).min, dtype=dtype, device=x.device).triu(1)
+        scores = h @ x.transpose(-1, -2) + mask
+        return F.scaled_dot_product_attention(h, x, x) + scores.softmax(-1) @ x
+
+
+class ConvNorm(nn.Module):
+    """Batch-norm statistics and dropout: the training graph differs from the eval graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.bn(self.conv(x))).mean((-1, -2))
+
+
+class RoundThrough(torch.autograd.Function):
+    """Rounding with a straight-through backward (quantisation-aware training): autograd of the
+    traced forward would give zero gradients."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        return torch.round(x * scale) / scale
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
+        return grad, None
+
+
+class StraightThrough(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return RoundThrough.apply(self.lin(x), 4.0).pow(2).mean()

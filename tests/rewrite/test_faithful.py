@@ -1,0 +1,86 @@
+"""The code generator is faithful to the model it rewrites: the four silent changes of issue 15
+(aliased example inputs, training-mode ops, literal dtypes, missing imports) as regression tests,
+and batch-norm statistics kept in training mode."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from unitcheck.models import build
+
+from unitcheck.rewrite.api import rewrite
+from unitcheck.testing import same_computation
+
+from .faithful_models import ConvNorm, CustomOp, Relative, StraightThrough
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_aliased_example_inputs_keep_one_placeholder_per_argument() -> None:
+    """A factory returning (x, x) as (idx, targets): the rewritten model still reads idx."""
+    model, (x, _) = build("gpt", n_layer=1, n_embd=16, n_head=2)
+    res = rewrite(model, (x, x))
+    g = torch.Generator().manual_seed(1)
+    a, b = (torch.randint(0, 65, x.shape, generator=g) for _ in range(2))
+    with torch.no_grad():
+        assert not torch.equal(res.module(a, b)[0], res.module(b, b)[0])
+
+
+def test_dropout_stays_a_training_mode_op() -> None:
+    """Dropout 0.1 traced in eval mode must still drop in train mode, with the same draws."""
+    model, inputs = build("gpt", n_layer=1, n_embd=16, n_head=2, dropout=0.1)
+    res = rewrite(model, inputs, to="identity")
+    assert "self.training" in res.source
+    assert same_computation(model, res.module, inputs, training=True)
+    res.module.train()
+    with torch.no_grad():
+        torch.manual_seed(0)
+        first = res.module(*inputs)[1]
+        torch.manual_seed(1)
+        assert not torch.equal(first, res.module(*inputs)[1])  # dropout is on
+
+
+def test_casts_and_limits_follow_the_models_dtype() -> None:
+    model, x = Relative(), torch.randn(2, 5, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "_float_dtype(self)" in res.source and "torch.finfo(_float_dtype(self)).min" in res.source
+    assert same_computation(model, res.module, (x,))
+    original, generated = copy.deepcopy(model).double(), copy.deepcopy(res.module).double()
+    with torch.no_grad():
+        assert torch.equal(original(x.double()), generated(x.double()))
+
+
+def test_generated_code_imports_the_module_that_registers_a_custom_op(tmp_path: Path) -> None:
+    res = rewrite(CustomOp(), (torch.randn(2, 8),), to="identity")
+    assert "import tests.rewrite.faithful_models" in res.source
+    path = tmp_path / "model.py"
+    path.write_text(res.source)
+    script = ("import importlib.util, sys, torch; spec = importlib.util.spec_from_file_location('m', sys.argv[1]); "
+              "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+              "print(m.Rewritten()(torch.ones(1, 8)).shape)")
+    run = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120,
+                         cwd=HERE.parents[1])
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_batch_norm_statistics_in_training_mode() -> None:
+    """Training mode updates the running statistics: the generated module keeps both graphs."""
+    torch.manual_seed(0)
+    model, x = ConvNorm(), torch.randn(4, 3, 8, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "_forward_train" in res.source
+    assert same_computation(model, res.module, (x,), training=True)
+    assert same_computation(model, res.module, (x,), training=False)
+
+
+def test_autograd_functions_keep_their_backward() -> None:
+    """An autograd.Function with its own backward (straight-through rounding) is called again,
+    not differentiated through the traced forward (which would give zero gradients)."""
+    model, x = StraightThrough(), torch.randn(3, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "RoundThrough" in res.source
+    assert same_computation(model, res.module, (x,), training=True)

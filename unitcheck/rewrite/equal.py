@@ -1,0 +1,92 @@
+"""Does a generated module compute what the original computes? Bit for bit: outputs, parameter
+gradients and buffer updates of one step under the same seed, in eval or training mode. This is
+the test of the code generator (``unitcheck rewrite --to identity`` runs it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ..oracle.interp import seeded
+from ..tracer import normalise_inputs
+
+__all__ = ["differences", "MODES"]
+
+MODES = ("eval", "train")
+
+
+def _flat(out: Any) -> list[torch.Tensor]:
+    if hasattr(out, "to_tuple"):  # transformers' ModelOutput: the fields that are set, in order
+        out = out.to_tuple()
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], training: bool,
+          seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor | None], dict[str, torch.Tensor]]:
+    flags = {m: m.training for m in model.modules()}
+    grads = {p: p.grad for p in model.parameters()}
+    saved = {b: b.detach().clone() for b in model.buffers()}
+    model.train(training)
+    try:
+        for p in model.parameters():
+            p.grad = None
+        with seeded(seed):
+            outs = _flat(model(*args, **kwargs))
+        loss = [o.float().sum() for o in outs if o.requires_grad and o.is_floating_point()]
+        if loss:
+            torch.stack(loss).sum().backward()
+        named = {n: (p.grad.clone() if p.grad is not None else None) for n, p in model.named_parameters()}
+        buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+        return [o.detach() for o in outs], named, buffers
+    finally:
+        for m, t in flags.items():
+            m.training = t
+        for p, g in grads.items():
+            p.grad = g
+        with torch.no_grad():
+            for b, v in saved.items():
+                b.copy_(v)
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool = False,
+                seed: int = 0) -> list[str]:
+    """What differs after one forward and backward step of each model (from the same state and
+    seed): ``[]`` when outputs, gradients and buffers are equal bit for bit. Both models are
+    left as they were (modes, gradients, buffers such as batch-norm statistics)."""
+    args, kwargs = normalise_inputs(example_inputs)
+    out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
+    out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
+    mode = "train" if training else "eval"
+    diffs = []
+    if len(out_a) != len(out_b):
+        diffs.append(f"{mode}: {len(out_a)} output tensors, the generated module returns {len(out_b)}")
+    for i, (a, b) in enumerate(zip(out_a, out_b)):
+        if not _same(a, b):
+            diffs.append(f"{mode}: output {i} differs ({_how(a, b)})")
+    for name, g in grad_a.items():
+        if name not in grad_b:
+            diffs.append(f"{mode}: parameter {name} is missing from the generated module")
+        elif not _same(g, grad_b[name]):
+            diffs.append(f"{mode}: the gradient of {name} differs ({_how(g, grad_b[name])})")
+    for name, b in buf_a.items():
+        if name in buf_b and not _same(b, buf_b[name]):
+            diffs.append(f"{mode}: buffer {name} differs after the step ({_how(b, buf_b[name])})")
+    return diffs
+
+
+def _how(a: torch.Tensor | None, b: torch.Tensor | None) -> str:
+    if a is None or b is None:
+        return "one is None"
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"{a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
+    err = (a.double() - b.double()).abs().max() if a.is_floating_point() else (a != b).sum()
+    return f"max difference {float(err):.3g}"

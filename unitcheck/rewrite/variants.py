@@ -1,0 +1,336 @@
+"""What one capture took from the moment it was taken: the training mode and the float dtype.
+
+A trace records one mode and one dtype: ``dropout(x, 0.1, False)`` in eval mode, a cast to
+``torch.float32`` in a float32 model, ``finfo(float32).min`` in an attention mask. Generated code
+must not bake these in, so the model is captured again in training mode and in another float
+dtype, the graphs are aligned node by node, and every literal argument that differs is recorded
+on the first capture's node (``node.meta``). Code generation writes such an argument as an
+expression of ``self.training`` or of the model's dtype. A model whose training graph differs in
+structure (batch-norm statistics, a branch on ``self.training``) keeps its training capture,
+and the generated module runs one graph or the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ..fxutil import base_name
+from ..infer import trace_for_inference
+from ..tracer import TracedGraph
+
+__all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
+
+TRAIN_KEY = "unitcheck_train"  # node.meta: {argument name: its value in training mode}
+DTYPE_KEY = "unitcheck_dtype"  # node.meta: {argument name: (the other dtype, its value there)}
+
+# ops that return their input's values: a capture may hold one the other lacks (export drops a
+# `.contiguous()` or a cast that is a no-op at the traced strides or dtype)
+_SKIPPABLE = frozenset({"contiguous", "clone", "alias", "_assert_tensor_metadata", "detach",
+                        "lift_fresh_copy", "_to_copy", "to", "_to_dtype", "type_as"})
+
+
+class Unaligned(Exception):
+    """The two captures differ in structure, not only in literal arguments."""
+
+
+def named_args(node: fx.Node) -> dict[Any, Any]:
+    """An op's arguments by schema name, defaults filled in (positions for other callables), so
+    that ``sdpa(q, k, v, m)`` and ``sdpa(q, k, v, m, 0.1)`` compare argument by argument."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        out: dict[Any, Any] = {}
+        for i, arg in enumerate(target._schema.arguments):
+            if not arg.kwarg_only and i < len(node.args):
+                out[arg.name] = node.args[i]
+            elif arg.name in node.kwargs:
+                out[arg.name] = node.kwargs[arg.name]
+            elif arg.has_default_value():
+                out[arg.name] = arg.default_value
+        return out
+    return {**dict(enumerate(node.args)), **node.kwargs}
+
+
+def _has_node(value: Any) -> bool:
+    return any(isinstance(v, fx.Node) for v in pytree.tree_leaves(value))
+
+
+@dataclass
+class _Alignment:
+    mapping: dict[fx.Node, fx.Node] = field(default_factory=dict)  # a -> b
+    back: dict[fx.Node, fx.Node] = field(default_factory=dict)  # b -> a
+    alias_a: dict[fx.Node, Any] = field(default_factory=dict)  # skipped node -> what it forwards
+    alias_b: dict[fx.Node, Any] = field(default_factory=dict)
+    pending: list[tuple[fx.Node, list[fx.Node]]] = field(default_factory=list)
+    # (user in a, input it reads, what it should read instead): where one capture reads a value
+    # and the other a no-op cast of it (export aliases a cast that changes nothing), the
+    # generated code reads what the capture in which the cast is real reads
+    edits: list[tuple[fx.Node, fx.Node, list[fx.Node]]] = field(default_factory=list)
+
+    def resolve(self, node: Any, alias: dict[fx.Node, Any]) -> Any:
+        while isinstance(node, fx.Node) and node in alias:
+            node = alias[node]
+        return node
+
+    def same(self, x: Any, y: Any) -> bool:
+        """Structurally equal: literals exactly, node references through the mapping, where a
+        value and a no-op cast or copy of it count as one."""
+        if isinstance(x, fx.Node) or isinstance(y, fx.Node):
+            if not (isinstance(x, fx.Node) and isinstance(y, fx.Node)):
+                return False
+            return self._same_value(x, y)
+        if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+            return len(x) == len(y) and all(self.same(a, b) for a, b in zip(x, y))
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(self.same(x[k], y[k]) for k in x)
+        if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
+            return True  # nan
+        return type(x) is type(y) and bool(x == y)
+
+    def _same_value(self, x: fx.Node, y: fx.Node) -> bool:
+        xs, ys = _forwarded(x, self.alias_a), _forwarded(y, self.alias_b)
+        for k, a in enumerate(xs):
+            m = self.mapping.get(a)
+            if m not in ys:
+                continue
+            j = ys.index(m)
+            prefix = xs[:k]
+            if all(n in self.alias_a for n in prefix):
+                start = x  # casts only a makes (real here, no-ops in b's dtype) stay
+            elif all(_noop(n) for n in prefix):
+                start = a  # a reads a no-op cast of the value that b reads itself
+            else:
+                return False
+            # b's casts between the value and this use, nearest the value first: the a node
+            # each was matched with, or (a cast only b makes) a cast to insert in a
+            chain = []
+            for n in reversed(ys[:j]):
+                if n in self.back:
+                    chain.append(self.back[n])
+                elif n in self.alias_b and _dtype_cast(n):
+                    chain.append(n)
+            if start is not x or chain:
+                self.pending.append((x, [start, *chain]))
+            return True
+        return False
+
+    def compare(self, x: fx.Node, y: fx.Node) -> list[tuple[Any, Any, Any]] | None:
+        """The literal arguments in which two nodes of the same op differ, or None when they
+        differ in a node reference or in the shape of an argument."""
+        if x.op != y.op or x.target != y.target:
+            return None
+        if x.op == "placeholder":
+            return [] if x.name == y.name else None
+        ax, ay = named_args(x), named_args(y)
+        if ax.keys() != ay.keys():
+            return None
+        diffs = []
+        self.pending = []
+        for key in ax:
+            if self.same(ax[key], ay[key]):
+                continue
+            if _has_node(ax[key]) or _has_node(ay[key]):
+                return None
+            diffs.append((key, ax[key], ay[key]))
+        self.edits += [(x, old, chain) for old, chain in self.pending]
+        return diffs
+
+
+def _noop(node: fx.Node) -> bool:
+    """A cast or copy that changes neither dtype nor shape in this capture."""
+    src = node.args[0] if node.args else None
+    a, b = getattr(src, "meta", {}).get("val"), node.meta.get("val")
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
+            and a.shape == b.shape)
+
+
+def _dtype_cast(node: fx.Node) -> bool:
+    return node.target is torch.ops.aten._to_copy.default and set(node.kwargs) <= {"dtype", "layout", "device"} \
+        and "dtype" in node.kwargs
+
+
+def _forwarded(node: Any, alias: dict[fx.Node, Any]) -> list[fx.Node]:
+    """The node and the values it forwards unchanged through skippable ops."""
+    out = []
+    while isinstance(node, fx.Node):
+        out.append(node)
+        if node.op != "call_function" or base_name(node) not in _SKIPPABLE or not node.args:
+            break
+        node = node.args[0]
+        while isinstance(node, fx.Node) and node in alias:
+            node = alias[node]
+    return out
+
+
+def _skip(node: fx.Node, alias: dict[fx.Node, Any]) -> bool:
+    if node.op != "call_function" or base_name(node) not in _SKIPPABLE or not node.args:
+        return False
+    alias[node] = node.args[0]
+    return True
+
+
+def align(a: fx.Graph, b: fx.Graph) -> list[tuple[fx.Node, Any, Any, Any]]:
+    """Walk two captures of one model together: ``(node of a, argument, value in a, value in
+    b)`` for every literal that differs. Raises :class:`Unaligned` when they differ otherwise.
+    Where one reads a no-op cast of a value that the other reads directly (a function's local
+    ``logits.float()`` aliases the returned logits in a float32 capture), ``a`` is made to read
+    what the capture with the real cast reads: the same numbers in ``a``'s dtype, the right
+    ones in ``b``'s."""
+    al = _Alignment()
+    xs, ys = list(a.nodes), list(b.nodes)
+    i = j = 0
+    out: list[tuple[fx.Node, Any, Any, Any]] = []
+    while i < len(xs) or j < len(ys):
+        x = xs[i] if i < len(xs) else None
+        y = ys[j] if j < len(ys) else None
+        diffs = al.compare(x, y) if x is not None and y is not None else None
+        if diffs is not None:
+            assert x is not None and y is not None
+            al.mapping[x] = y
+            al.back[y] = x
+            out += [(x, key, vx, vy) for key, vx, vy in diffs]
+            i, j = i + 1, j + 1
+        elif x is not None and _skip(x, al.alias_a):
+            i += 1
+        elif y is not None and _skip(y, al.alias_b):
+            j += 1
+        else:
+            raise Unaligned(f"{x.format_node() if x is not None else 'the end'} against "
+                            f"{y.format_node() if y is not None else 'the end'}")
+    done: set[tuple[fx.Node, fx.Node]] = set()
+    for user, old, chain in al.edits:
+        if (user, old) not in done:  # an input read twice (mul(x, x)) is edited once
+            done.add((user, old))
+            out += _edit(a, al, user, old, chain)
+    return out
+
+
+def _edit(graph: fx.Graph, al: _Alignment, user: fx.Node, old: fx.Node, chain: list[fx.Node]) -> list[Any]:
+    """Make ``user`` read ``chain`` (a value, then casts): nodes of ``graph`` as they are, casts
+    of the other capture as new casts that are no-ops here (their dtype recorded as a difference,
+    so that code generation writes it relative to the model's dtype where it is)."""
+    cur, diffs = chain[0], []
+    for n in chain[1:]:
+        if n.graph is graph:
+            cur = n
+            continue
+        val = cur.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        with graph.inserting_before(user):
+            cast = graph.call_function(torch.ops.aten._to_copy.default, (cur,), {"dtype": val.dtype})
+        cast.meta.update({k: v for k, v in user.meta.items() if k in ("nn_module_stack", "stack_trace")})
+        cast.meta["val"] = val
+        diffs.append((cast, "dtype", val.dtype, n.kwargs["dtype"]))
+        cur = cast
+    if cur is not old:
+        user.replace_input_with(old, cur)
+    return diffs
+
+
+# -- captures ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Captures:
+    """The eval-mode capture (annotated), and the training one where it differs in structure."""
+
+    eval: TracedGraph
+    train: TracedGraph | None
+    dtype: torch.dtype  # the float dtype the captures were taken in
+    other: torch.dtype | None  # the dtype of the comparison capture (None: none aligned)
+    notes: list[str] = field(default_factory=list)
+
+
+def _float_dtype(model: nn.Module) -> torch.dtype:
+    return next((t.dtype for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()),
+                torch.float32)
+
+
+@contextlib.contextmanager
+def _in_dtype(model: nn.Module, dtype: torch.dtype) -> Iterator[None]:
+    """Float parameters and buffers in ``dtype`` for the block, each restored to its own dtype
+    afterwards (float32 -> float64 -> float32 is exact)."""
+    saved = {t: t.dtype for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()}
+    try:
+        for t in saved:
+            t.data = t.data.to(dtype)
+        yield
+    finally:
+        for t, d in saved.items():
+            t.data = t.data.to(d)
+
+
+def _inputs_in(example_inputs: Any, dtype: torch.dtype) -> Any:
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t,
+                                example_inputs)
+
+
+def _annotate(node: fx.Node, key: str, name: Any, value: Any) -> None:
+    node.meta.setdefault(key, {})[name] = value
+
+
+def _annotate_dtype(tg: TracedGraph, model: nn.Module, example_inputs: Any, training: bool,
+                    here: torch.dtype, other: torch.dtype) -> str | None:
+    """Record the literals that follow the float dtype; the reason when the captures differ."""
+    with _in_dtype(model, other):
+        there = trace_for_inference(model, _inputs_in(example_inputs, other), dynamic=True, training=training)
+    try:
+        diffs = align(tg.graph, there.graph)
+    except Unaligned as err:
+        return str(err)
+    for node, name, _, value in diffs:
+        _annotate(node, DTYPE_KEY, name, (other, value))
+    return None
+
+
+def _dtype_literals(graph: fx.Graph, here: torch.dtype) -> bool:
+    """Does the graph hold a literal that could follow the dtype (a float dtype, a limit of
+    ``finfo``)? Without one, a capture in another dtype has nothing to tell."""
+    info = torch.finfo(here)
+    limits = {info.min, info.max, info.eps, info.tiny}
+    for node in graph.nodes:
+        for v in pytree.tree_leaves((node.args, node.kwargs)):
+            if (isinstance(v, torch.dtype) and v.is_floating_point) or (isinstance(v, float) and v in limits):
+                return True
+    return False
+
+
+def capture(model: nn.Module, example_inputs: Any) -> Captures:
+    """Capture in eval mode (dynamic sizes), and again in training mode and in another float
+    dtype to learn which literals follow them."""
+    tg = trace_for_inference(model, example_inputs, dynamic=True)
+    here = _float_dtype(model)
+    res = Captures(tg, None, here, None)
+    if tg.method != "export":
+        res.notes.append("symbolic trace: training mode and dtype are those of the capture")
+        return res
+    train = trace_for_inference(model, example_inputs, dynamic=True, training=True)
+    try:
+        for node, name, _, value in align(tg.graph, train.graph):
+            _annotate(node, TRAIN_KEY, name, value)
+    except Unaligned as err:
+        res.train = train
+        res.notes.append(f"training mode computes a different graph ({str(err).splitlines()[0][:160]}): "
+                         "the generated module keeps both")
+    other = torch.float64 if here != torch.float64 else torch.float32
+    graphs = [tg.graph] + ([res.train.graph] if res.train is not None else [])
+    if not any(_dtype_literals(g, here) for g in graphs):
+        res.other = other  # nothing follows the dtype: nothing to compare
+        return res
+    why = _annotate_dtype(tg, model, example_inputs, False, here, other)
+    if why is None and res.train is not None:
+        why = _annotate_dtype(res.train, model, example_inputs, True, here, other)
+    if why is None:
+        res.other = other
+    else:
+        res.notes.append(f"the {other} capture differs in structure ({why.splitlines()[0][:160]}): "
+                         "float casts are dropped so the model runs in its parameters' dtype")
+    return res
