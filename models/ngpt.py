@@ -135,6 +135,18 @@ class NGPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=base)
         self.normalize_weights()
 
+    def nvfp4_operand_norms(self) -> dict[str, tuple[str | None, str | None]]:
+        """Every weight has unit rows or columns (each element at most 1) and every GEMM input is
+        a unit-norm row, except the two output projections' in the official variant: the NVFP4
+        ``matched`` recipe gives the declared ones a fixed scale of 1, the others per-tensor."""
+        out: dict[str, tuple[str | None, str | None]] = {"lm_head": ("unit", "unit")}
+        for i, b in enumerate(self.transformer.h):
+            assert isinstance(b, Block)
+            for name in ("query", "key", "value", "c_fc", "att_c_proj", "mlp_c_proj"):
+                raw = name in ("att_c_proj", "mlp_c_proj") and not b.norm_all
+                out[f"transformer.h.{i}.{name}"] = (None if raw else "unit", "unit")
+        return out
+
     @torch.no_grad()
     def normalize_weights(self) -> None:
         """Project every weight matrix back onto the sphere along its embedding dimension."""

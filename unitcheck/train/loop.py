@@ -283,7 +283,8 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
             if not ok:
                 raise UsageError(f"--precision fp8 needs Transformer Engine on an FP8 GPU: {why}")
         report = substitute_nvfp4(model, recipe="te" if cfg.precision == "fp8" else cfg.nvfp4_recipe,
-                                  keep_last=cfg.keep_last, backend="te" if cfg.precision == "fp8" else "auto")
+                                  keep_last=cfg.keep_last, backend="te" if cfg.precision == "fp8" else "auto",
+                                  quantise_head=cfg.quantise_head)
         _TE_BACKEND["on"] = report.backend == "transformer_engine"
         if d.main:
             print(report.summary(), flush=True)
