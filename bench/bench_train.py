@@ -29,7 +29,7 @@ def step_times(name: str, cfg: TrainConfig, steps: int, corpus) -> list[float]: 
         substitute_nvfp4(model, recipe=cfg.nvfp4_recipe)
     opt = _optimizer(model, cfg)
     batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=0)
-    normalise = getattr(model, "normalize_weights", None) if cfg.normalised() else None
+    normalise = getattr(model, "normalize_weights", None) if cfg.renormalises() else None
     times = []
     for i in range(steps + 2):
         x, y = batcher.next()

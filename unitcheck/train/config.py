@@ -58,7 +58,7 @@ class TrainConfig:
     uvi_interval: int = field(default=0, metadata={"help": "steps between UVI measurements (0: off)"})
     uvi_stop: float = field(default=0.0, metadata={"help": "stop when |UVI| stays above this (0: off)"})
     uvi_patience: int = field(default=3, metadata={"help": "consecutive UVI measurements above uvi_stop before stopping"})
-    recipe: str = field(default="auto", metadata={"help": "auto (nGPT recipe for normalised models) or standard", "choices": ["auto", "standard", "normalised"]})
+    recipe: str = field(default="auto", metadata={"help": "auto (nGPT recipe for normalised models), standard, normalised, or shared (the given warm-up and weight decay for every model, weights renormalised where the model defines it: one recipe across compared models)", "choices": ["auto", "standard", "normalised", "shared"]})
     inject_nan_at: int = field(default=-1, metadata={"help": "testing: make the loss NaN at this step"})
 
     def validate(self) -> None:
@@ -126,6 +126,11 @@ class TrainConfig:
         if self.recipe == "auto":
             return self.model in NORMALISED_MODELS
         return self.recipe == "normalised"
+
+    def renormalises(self) -> bool:
+        """Whether a model's ``normalize_weights`` runs after each step: part of nGPT's recipe, and
+        of the shared one (where it belongs to the architecture, not to the optimiser settings)."""
+        return self.normalised() or self.recipe == "shared"
 
     def effective(self) -> TrainConfig:
         """The recipe applied: normalised models get no warm-up and no weight decay."""

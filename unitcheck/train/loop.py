@@ -303,7 +303,7 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
         elif plan.note:
             print(plan.note, flush=True)
     net: nn.Module = nn.parallel.DistributedDataParallel(model) if d.enabled else model
-    normalise = getattr(model, "normalize_weights", None) if cfg.normalised() else None
+    normalise = getattr(model, "normalize_weights", None) if cfg.renormalises() else None
     tokens = cfg.batch_size * cfg.seq_len
     history: list[dict[str, Any]] = []
     progress = _Progress(cfg, start, d.main)
