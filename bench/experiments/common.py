@@ -107,10 +107,12 @@ class Store:
     """results/<name>.json (results/reduced/, results/quick/ for those budgets): one entry per
     key; finished keys are skipped on a rerun (resumable)."""
 
-    def __init__(self, name: str, quick: bool) -> None:
+    def __init__(self, name: str, quick: bool, subdir: str | None = None) -> None:
         base = os.path.abspath(RESULTS)
         b = budget(quick)
         self.dir = base if b == "full" else os.path.join(base, b)
+        if subdir is not None:  # a separate family of results (the GPU run)
+            self.dir = os.path.join(base, subdir)
         os.makedirs(self.dir, exist_ok=True)
         self.path = os.path.join(self.dir, f"{name}.json")
         self.name = name

@@ -46,7 +46,7 @@ def main() -> None:
             importlib.import_module(name).run(args.quick)
     from render import render
 
-    path = render(args.quick)
+    path = render(common.budget(args.quick))
     print(f"wrote {path}")
 
 
