@@ -29,11 +29,12 @@ def test_run_all_quick(tmp_path: Path) -> None:
     assert swaps == {"gpt": "ngpt", "llama": "ngpt", "qknorm": "ngpt", "ngpt": "te", "gct": "te"}
     own = {m: v["nvfp4_recipe"] for m, v in lr["summary"].items()}
     assert own["gpt"] == "te" and own["ngpt"] == own["gct"] == own["gct-rope-swiglu"] == "matched"
-    for label, b in lr["brackets"].items():  # every fp32 rate also ran to its end in NVFP4 (main models)
-        fp = {v["lr"] for v in lr["entries"].values() if v["model"] == label and v["precision"] == "fp32"}
-        assert set(b["rates"]) == fp and len(fp) >= 3
-        if label in main:
-            assert fp <= {v["lr"] for v in lr["entries"].values() if v["model"] == label and v["precision"] == "nvfp4"}
+    for label, b in lr["brackets"].items():  # NVFP4 at the best fp32 rate and its neighbours
+        fp = sorted(v["lr"] for v in lr["entries"].values() if v["model"] == label and v["precision"] == "fp32")
+        assert b["rates"] == fp and len(fp) >= 3
+        i = fp.index(b["best"]["fp32"])
+        near = set(fp[max(0, i - 1):i + 2]) if label in main else {fp[i]}
+        assert near == {v["lr"] for v in lr["entries"].values() if v["model"] == label and v["precision"] == "nvfp4"}
     assert all(v["stopped"] in ("completed", "diverged") for v in lr["entries"].values())  # no run cut short
     assert all("uvi_curve" in v and "stopped_status" in v for v in lr["entries"].values())
     ptq = json.loads((q / "ptq.json").read_text())["entries"]
