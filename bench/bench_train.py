@@ -1,7 +1,9 @@
 """Training-step time of the bundled models at one width and depth, in one run, relative to gpt
-(issue 4). Models are interleaved in rounds so machine noise hits them alike.
+(issue 4). Models are interleaved in rounds so machine noise hits them alike. A model may carry
+config fields after a colon: ``gct:scalars=scaled`` is the gct the experiments train.
 
     python bench/bench_train.py [--steps 12] [--rounds 3] [--n-layer 4] [--n-embd 128] [--precision fp32]
+                                [--threads 2] [--models gpt gct gct:scalars=scaled]
 """
 
 from __future__ import annotations
@@ -20,16 +22,17 @@ MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
 
 
 def step_times(name: str, cfg: TrainConfig, steps: int, corpus) -> list[float]:  # type: ignore[no-untyped-def]
-    cfg = TrainConfig(**{**cfg.to_json(), "model": name}).effective()
+    model_name, _, sets = name.partition(":")
+    cfg = TrainConfig(**{**cfg.to_json(), "model": model_name, "model_set": sets}).effective()
     torch.manual_seed(0)
     model = build_model(cfg, corpus.vocab_size)
     if cfg.precision == "nvfp4":
         from unitcheck.quant.substitute import substitute_nvfp4
 
-        substitute_nvfp4(model, recipe=cfg.nvfp4_recipe)
+        substitute_nvfp4(model, recipe=cfg.nvfp4_recipe, quantise_head=cfg.quantise_head)
     opt = _optimizer(model, cfg)
     batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=0)
-    normalise = getattr(model, "normalize_weights", None) if cfg.normalised() else None
+    normalise = getattr(model, "normalize_weights", None) if cfg.renormalises() else None
     times = []
     for i in range(steps + 2):
         x, y = batcher.next()
@@ -56,8 +59,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--models", nargs="+", default=MODELS)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 on a loaded machine: 2 threads "
+                    "competing with other jobs for 2 cores stall each other)")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     cfg = TrainConfig(n_layer=args.n_layer, n_embd=args.n_embd, seq_len=args.seq_len,
                       batch_size=args.batch_size, precision=args.precision)
     corpus = load_corpus("char")
@@ -69,9 +74,9 @@ def main() -> None:
     base = med.get("gpt", next(iter(med.values())))
     print(f"{args.n_layer} layers, width {args.n_embd}, batch {args.batch_size}x{args.seq_len}, {args.precision}, "
           f"{args.rounds} rounds x {args.steps} steps")
-    print(f"{'model':<8} {'ms/step':>8} {'vs gpt':>7}")
+    print(f"{'model':<20} {'ms/step':>8} {'vs gpt':>7}")
     for m in args.models:
-        print(f"{m:<8} {1e3 * med[m]:>8.1f} {med[m] / base:>7.2f}x")
+        print(f"{m:<20} {1e3 * med[m]:>8.1f} {med[m] / base:>7.2f}x")
 
 
 if __name__ == "__main__":

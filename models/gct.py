@@ -10,6 +10,15 @@
   C(a) * sigmoid(C(a)) * up for ``mlp="swiglu"``;
 - logits: gain * C(h_L) . C(W_E) / sqrt(d) with a dimensionless logit gain.
 
+The dimensionless scalars (alpha_l, the per-head gains, the logit gain) are plain parameters by
+default, so that ``unitcheck rewrite`` of a GPT reproduces this module parameter for parameter.
+``scalars="scaled"`` stores them the way nGPT stores its scalers, value = s * (init / scale) with s
+initialised at scale = 1/sqrt(d) (alpha_l = alpha0 * a, a = 1 at init): the same function at
+initialisation, but AdamW's per-step change of s (about the learning rate) moves the value by
+init / scale times as much, sqrt(d) for a gain. Without it the scalars barely move in a short
+run (gains 0.93-1.09 after 200 steps at width 128), while nGPT's move at about sqrt(d) times the
+base rate; the experiments compare the models with it on (issue 17) and keep it off as an ablation.
+
 Parameter names follow ``models/gpt`` so that a GPT checkpoint maps onto it (``unitcheck rewrite``
 reproduces this module from a GPT graph). The model lints with zero violations.
 """
@@ -36,9 +45,17 @@ class GCTConfig:
     bias: bool = True
     pos: str = "learned"  # "learned" | "rope"
     mlp: str = "gelu"  # "gelu" | "swiglu"
+    scalars: str = "plain"  # "plain" | "scaled" (nGPT's effective-rate form s * init / scale)
 
     def __post_init__(self) -> None:
-        check_config(self, rope=self.pos == "rope", pos=("learned", "rope"), mlp=("gelu", "swiglu"))
+        check_config(self, rope=self.pos == "rope", pos=("learned", "rope"), mlp=("gelu", "swiglu"),
+                     scalars=("plain", "scaled"))
+
+
+def scalar_scale(cfg: GCTConfig) -> float:
+    """The stored value of a scalar at its initial value: 1 for plain parameters, 1/sqrt(d) in
+    nGPT's form (the stored s meets value = s * init / scale)."""
+    return 1.0 / math.sqrt(cfg.n_embd) if cfg.scalars == "scaled" else 1.0
 
 
 class CausalSelfAttention(nn.Module):
@@ -49,7 +66,8 @@ class CausalSelfAttention(nn.Module):
         self.n_head = cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-        self.gain = nn.Parameter(torch.ones(cfg.n_head))
+        self.scale = scalar_scale(cfg)
+        self.gain = nn.Parameter(self.scale * torch.ones(cfg.n_head))  # gain = s / scale, init 1
         self.rotary = Rotary(cfg.n_embd // cfg.n_head, cfg.block_size) if cfg.pos == "rope" else None
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -60,7 +78,8 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        q = q * self.gain.view(1, -1, 1, 1)
+        gain = self.gain if self.scale == 1.0 else self.gain * (1.0 / self.scale)
+        q = q * gain.view(1, -1, 1, 1)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # temperature sqrt(d_h)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
@@ -88,12 +107,23 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg)
         self.mlp = MLP(cfg)
         alpha0 = 1.0 / math.sqrt(2 * cfg.n_layer)
-        self.alpha_attn = nn.Parameter(torch.tensor(alpha0))
-        self.alpha_mlp = nn.Parameter(torch.tensor(alpha0))
+        self.scale = scalar_scale(cfg)
+        # plain: alpha itself; scaled: s with alpha = alpha0 * a, a = s / scale (1 at init)
+        self.alpha_factor = 1.0 if self.scale == 1.0 else alpha0 / self.scale
+        stored = alpha0 if self.scale == 1.0 else self.scale
+        self.alpha_attn = nn.Parameter(torch.tensor(stored))
+        self.alpha_mlp = nn.Parameter(torch.tensor(stored))
+
+    def alphas(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step sizes alpha_l the block applies (attention, MLP)."""
+        if self.alpha_factor == 1.0:
+            return self.alpha_attn, self.alpha_mlp
+        return self.alpha_attn * self.alpha_factor, self.alpha_mlp * self.alpha_factor
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = canonical(h + self.alpha_attn * canonical(orthogonal(self.attn(h), h)))
-        h = canonical(h + self.alpha_mlp * canonical(orthogonal(self.mlp(h), h)))
+        a_attn, a_mlp = self.alphas()
+        h = canonical(h + a_attn * canonical(orthogonal(self.attn(h), h)))
+        h = canonical(h + a_mlp * canonical(orthogonal(self.mlp(h), h)))
         return h
 
 
@@ -112,9 +142,12 @@ class GCT(nn.Module):
         super().__init__()
         self.config = cfg
         self.transformer = Transformer(cfg)
-        self.logit_gain = nn.Parameter(torch.tensor(1.0))
+        self.scale = scalar_scale(cfg)
+        self.logit_gain = nn.Parameter(torch.tensor(self.scale))  # gain = s / scale, init 1
         self.head_recipe: str | None = None  # set by the NVFP4 substitution pass
         init_gpt_style(self, cfg.n_layer)
+
+    nvfp4_head = True  # the hook below is the output head: kept unless the head is quantised
 
     def nvfp4_substitute(self, recipe: str) -> list[str]:
         """The logits GEMM is functional (tied, canonical table): run it in NVFP4 too."""
@@ -123,6 +156,22 @@ class GCT(nn.Module):
 
     def nvfp4_weights(self) -> list[torch.Tensor]:
         return [self.transformer.wte.weight]
+
+    def nvfp4_operand_norms(self) -> dict[str, tuple[str | None, str | None]]:
+        """GEMM inputs on canonical coordinates have RMS 1, so no element exceeds sqrt(K): the
+        branch inputs (h itself) and, for the GELU MLP, gelu(C(a)) (|gelu(z)| <= |z|). The
+        attention output (a mix of raw v rows) and the gated product carry no known bound, nor do
+        the weights: the ``matched`` recipe scales those per tensor."""
+        out: dict[str, tuple[str | None, str | None]] = {}
+        for i, b in enumerate(self.transformer.h):
+            assert isinstance(b, Block)
+            out[f"transformer.h.{i}.attn.c_attn"] = ("rms", None)
+            out[f"transformer.h.{i}.mlp.c_fc"] = ("rms", None)
+            if b.mlp.c_up is not None:
+                out[f"transformer.h.{i}.mlp.c_up"] = ("rms", None)
+            else:
+                out[f"transformer.h.{i}.mlp.c_proj"] = ("rms", None)
+        return out
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
         T = idx.size(1)
@@ -136,10 +185,12 @@ class GCT(nn.Module):
         if self.head_recipe is not None:
             from unitcheck.quant.gemm import nvfp4_linear
 
-            scores = nvfp4_linear(h, head, None, self.head_recipe)
+            bound = math.sqrt(self.config.n_embd)  # both operands are canonical rows
+            scores = nvfp4_linear(h, head, None, self.head_recipe, bound, bound)
         else:
             scores = h @ head.t()
-        logits = self.logit_gain * scores / math.sqrt(self.config.n_embd)
+        gain = self.logit_gain if self.scale == 1.0 else self.logit_gain * (1.0 / self.scale)
+        logits = gain * scores / math.sqrt(self.config.n_embd)
         return lm_output(logits, targets)
 
 

@@ -6,6 +6,11 @@ interpolation h <- norm(h + alpha (norm(h_A) - h)); MLP scaled by s_u, s_v sqrt(
 by s_z. Every weight matrix is re-normalised after each optimiser step (``normalize_weights``), so
 its norm is pinned and its unit is declared dimensionless, as are all the scalers.
 
+Every GEMM input is a unit-norm row by default, as seed 001 (Appendix A) runs nGPT for NVFP4: the
+attention output and the gated MLP activation are normalised before their output projections too.
+``gemm_inputs="official"`` is NVIDIA's reference, which leaves those two raw (their elements then
+exceed the unit bound a fixed NVFP4 scale assumes).
+
 References: Loshchilov et al. 2024, nGPT (arXiv:2410.01131); seed 001, Appendix A.
 """
 
@@ -30,9 +35,13 @@ class NGPTConfig:
     n_embd: int = 64
     alpha_init: float = 0.05
     project: bool = False  # the GCT projection: the update's component off the stream only
+    # "all": every GEMM input on the unit sphere (seed 001, Appendix A: "we normalize all inputs");
+    # "official": NVIDIA's nGPT, which feeds the raw attention output and u * silu(v) to the two
+    # output projections
+    gemm_inputs: str = "all"
 
     def __post_init__(self) -> None:
-        check_config(self, rope=True)
+        check_config(self, rope=True, gemm_inputs=("all", "official"))
 
 
 class Block(nn.Module):
@@ -65,6 +74,13 @@ class Block(nn.Module):
         self.suv = nn.Parameter(torch.ones(2 * 4 * C))
         self.sqrt_d = math.sqrt(C)
         self.project = cfg.project
+        self.norm_all = cfg.gemm_inputs == "all"
+
+    def _gemm_input(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows onto the sphere before the output projections (seed 001's variant). Exact in exact
+        arithmetic: the projection is linear and its output is normalised again, so a per-row
+        scale of its input cancels; it only bounds the operand NVFP4 sees (every element <= 1)."""
+        return justnorm(x) if self.norm_all else x
 
     def _lr(self, alpha: torch.Tensor) -> torch.Tensor:
         value, scaling = self.alpha_scale
@@ -85,13 +101,13 @@ class Block(nn.Module):
         sqk = (self.sqk * (value / scaling)).view(1, self.n_head, 1, self.head_dim)
         q, k = sqk * justnorm(q), sqk * justnorm(k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=math.sqrt(self.head_dim))
-        h_att = self.att_c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        h_att = self.att_c_proj(self._gemm_input(y.transpose(1, 2).contiguous().view(B, T, C)))
         a, b = justnorm(h), self._target(h_att, h)
         h = justnorm(a + self._lr(self.attn_alpha) * (b - a))
 
         uv = self.c_fc(h) * (self.suv * self.sqrt_d)
         u, v = uv.chunk(2, dim=-1)
-        h_mlp = self.mlp_c_proj(u * F.silu(v))
+        h_mlp = self.mlp_c_proj(self._gemm_input(u * F.silu(v)))
         a, b = justnorm(h), self._target(h_mlp, h)
         return justnorm(a + self._lr(self.mlp_alpha) * (b - a))
 
@@ -118,6 +134,18 @@ class NGPT(nn.Module):
             if p.dim() >= 2:
                 nn.init.normal_(p, mean=0.0, std=base)
         self.normalize_weights()
+
+    def nvfp4_operand_norms(self) -> dict[str, tuple[str | None, str | None]]:
+        """Every weight has unit rows or columns (each element at most 1) and every GEMM input is
+        a unit-norm row, except the two output projections' in the official variant: the NVFP4
+        ``matched`` recipe gives the declared ones a fixed scale of 1, the others per-tensor."""
+        out: dict[str, tuple[str | None, str | None]] = {"lm_head": ("unit", "unit")}
+        for i, b in enumerate(self.transformer.h):
+            assert isinstance(b, Block)
+            for name in ("query", "key", "value", "c_fc", "att_c_proj", "mlp_c_proj"):
+                raw = name in ("att_c_proj", "mlp_c_proj") and not b.norm_all
+                out[f"transformer.h.{i}.{name}"] = (None if raw else "unit", "unit")
+        return out
 
     @torch.no_grad()
     def normalize_weights(self) -> None:

@@ -21,6 +21,17 @@ CANONICAL_EPS = 1e-6
 """The canonicaliser's floor eps_x, shared by models/gct and the GCT rewrite."""
 
 
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """<a, b> over the last dimension, kept: a product and a sum, about half the time of
+    ``linalg.vecdot`` on CPU (measured at (32, 128, 128): 0.59 ms against 1.20 ms)."""
+    return (a * b).sum(-1, keepdim=True)
+
+
+def _sq(a: torch.Tensor) -> torch.Tensor:
+    """<a, a> over the last dimension, kept: one reduction without a temporary."""
+    return torch.linalg.vector_norm(a, dim=-1, keepdim=True).square()
+
+
 class _Canonical(torch.autograd.Function):
     """C with a hand-written backward: dx = r (g - y <g, y> / d), two passes over memory instead
     of the half-dozen autograd spends on the decomposed formula (GCT applies C 7 times a layer)."""
@@ -28,7 +39,7 @@ class _Canonical(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
         d = x.size(-1)
-        r = torch.rsqrt(torch.linalg.vector_norm(x, dim=-1, keepdim=True).square() / d + eps)
+        r = torch.rsqrt(_sq(x) / d + eps)
         y = x * r
         ctx.save_for_backward(y, r)
         return y
@@ -36,8 +47,8 @@ class _Canonical(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
         y, r = ctx.saved_tensors
-        dot = torch.linalg.vecdot(g, y, dim=-1).unsqueeze(-1) / y.size(-1)
-        return torch.addcmul(g, y, dot, value=-1.0) * r, None
+        dot = _dot(g, y) * (r / y.size(-1))
+        return torch.addcmul(g * r, y, dot, value=-1.0), None
 
 
 def _tracing() -> bool:
@@ -82,15 +93,15 @@ class _Orthogonal(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
-        n = torch.linalg.vecdot(h, h, dim=-1).unsqueeze(-1)
-        c = torch.linalg.vecdot(a, h, dim=-1).unsqueeze(-1) / n
+        n = _sq(h)
+        c = _dot(a, h) / n
         ctx.save_for_backward(a, h, c, n)
         return torch.addcmul(a, c, h, value=-1.0)
 
     @staticmethod
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def,override]
         a, h, c, n = ctx.saved_tensors
-        t = torch.linalg.vecdot(g, h, dim=-1).unsqueeze(-1) / n
+        t = _dot(g, h) / n
         ga = torch.addcmul(g, t, h, value=-1.0)
         gh = torch.addcmul(-c * g, t, torch.addcmul(a, c, h, value=-2.0), value=-1.0)
         return ga, gh

@@ -2,14 +2,14 @@
 bundled model, the static gauge prediction against the measured D_g L, at initialisation (weights
 redrawn) and after training (trained weights, not redrawn). The seed reports 54 of 54.
 
-    python bench/experiments/fingerprint_exp.py [--quick]
+    python bench/experiments/fingerprint_exp.py [--quick | --reduced]
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from common import FULL, QUICK, Store, main, plt, save_fig, trained, untrained, val_batch
+from common import Store, main, plt, save_fig, sizes_for, trained, untrained, val_batch
 
 MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
 INPUTS = "validation batch [:2, :32]"  # stored with each entry: entries measured otherwise are rerun
@@ -18,7 +18,7 @@ INPUTS = "validation batch [:2, :32]"  # stored with each entry: entries measure
 def run(quick: bool) -> dict[str, Any]:
     from unitcheck import oracle
 
-    sizes = QUICK if quick else FULL
+    sizes = sizes_for(quick)
     store = Store("fingerprint", quick)
 
     def measure(name: str, state: str) -> dict[str, Any]:

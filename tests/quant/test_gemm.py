@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -54,22 +56,96 @@ def test_gradients_are_quantised_and_close_to_exact() -> None:
     assert torch.equal(b.grad, gb)  # the bias gradient is a high-precision sum
 
 
-def test_graph_shows_one_node_per_quantised_linear() -> None:
+@pytest.mark.parametrize(("quantise_head", "expected"), [(False, 8), (True, 9)])
+def test_graph_shows_one_node_per_quantised_linear(quantise_head: bool, expected: int) -> None:
     model, inputs = build("gpt")
     before = [v.rule for v in infer_units(model, inputs).violations]
-    substitute_nvfp4(model, "te")
+    substitute_nvfp4(model, "te", quantise_head=quantise_head)
     ug = infer_units(model, inputs)
     nodes = [n for n in ug.graph.nodes if "nvfp4_linear" in str(n.target)]
-    assert len(nodes) == 9  # 4 per layer x 2 layers + the tied head
+    assert len(nodes) == expected  # 4 per layer x 2 layers (+ the tied head)
     assert [v.rule for v in ug.violations] == before and ug.coverage == 1.0
 
 
-def test_gct_substitution_includes_the_functional_head() -> None:
+def test_gct_substitution_includes_the_functional_head_on_request() -> None:
     model, _ = build("gct")
-    report = substitute_nvfp4(model, "ngpt")
+    report = substitute_nvfp4(model, "ngpt", quantise_head=True)
     names = [r["name"] for r in report.replaced]
     assert "logits = h @ C(transformer.wte.weight)^T" in names
     assert [k["name"] for k in report.kept] == ["transformer.wpe.weight"]
+
+
+@pytest.mark.parametrize("name", ["gpt", "llama", "qknorm", "ngpt", "gct"])
+def test_head_kept_in_high_precision_by_default(name: str) -> None:
+    """Seed 001 keeps embeddings (and, after its reference recipe, the output layer) in high
+    precision; ``quantise_head`` adds the head's GEMM and nothing else."""
+    model, (x, _) = build(name)
+    kept, quantised = copy.deepcopy(model), copy.deepcopy(model)
+    report = substitute_nvfp4(kept, "te")
+    report_q = substitute_nvfp4(quantised, "te", quantise_head=True)
+    assert [k["name"] for k in report.kept if "output head" in k["reason"]] == (
+        ["<root>: functional logits GEMM"] if name == "gct" else ["lm_head"])
+    assert not any("output head" in k["reason"] for k in report_q.kept)
+    assert len(report_q.replaced) == len(report.replaced) + 1
+    if name == "gct":
+        assert kept.head_recipe is None and quantised.head_recipe == "te"
+    else:
+        assert type(kept.lm_head) is torch.nn.Linear and type(quantised.lm_head).__name__ == "NVFP4Linear"
+    with torch.no_grad():
+        assert not torch.equal(kept(x), quantised(x))  # the head's GEMM really changed
+
+
+def test_quantise_head_flag_reaches_the_substitution(tmp_path: Path) -> None:
+    from unitcheck.train import TrainConfig, train
+
+    def heads(flag: bool) -> str:
+        cfg = TrainConfig(model="ngpt", n_layer=1, n_embd=32, n_head=2, seq_len=16, batch_size=2, steps=1,
+                          eval_interval=1, eval_batches=1, precision="nvfp4", nvfp4_recipe="matched",
+                          quantise_head=flag, out_dir=str(tmp_path / str(flag)), seed=1)
+        return type(train(cfg).model.lm_head).__name__  # type: ignore[union-attr]
+
+    assert heads(False) == "Linear" and heads(True) == "NVFP4Linear"
+
+
+def test_matched_recipe_uses_the_declared_bounds() -> None:
+    """GCT under ``matched``: canonical inputs get the fixed scale sqrt(K) and are never clipped
+    (trained-looking weights), the attention output gets per-tensor scaling; under ``ngpt`` the
+    same inputs are clipped to nGPT's unit bound."""
+    from unitcheck.quant.gemm import NVFP4Linear
+    from unitcheck.quant.nvfp4 import saturated_blocks
+
+    model, (x, _) = build("gct", n_layer=2, n_embd=64)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(3 * p.abs().mean() * torch.randn(p.shape, generator=g))
+    report = substitute_nvfp4(model, "matched")
+    notes = {r["name"]: r.get("scaling") for r in report.replaced}
+    assert notes["transformer.h.0.attn.c_attn"] == f"input fixed amax {math.sqrt(64):.4g}, weight per-tensor"
+    assert notes["transformer.h.0.mlp.c_proj"] == f"input fixed amax {math.sqrt(256):.4g}, weight per-tensor"
+    assert notes["transformer.h.0.attn.c_proj"] is None  # nothing declared: per-tensor
+    clipped: dict[str, tuple[float, float]] = {}
+    hooks = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, NVFP4Linear) and mod.x_amax > 0:
+            def hook(m: NVFP4Linear, args: tuple[torch.Tensor, ...], name: str = name) -> None:
+                clipped[name] = (saturated_blocks(args[0], amax=m.x_amax), saturated_blocks(args[0], amax=1.0))
+            hooks.append(mod.register_forward_pre_hook(hook))
+    with torch.no_grad():
+        model(x)
+    assert len(clipped) == 6  # c_attn, c_fc, c_proj per layer
+    assert all(matched == 0.0 for matched, _ in clipped.values())
+    assert all(unit > 0.05 for _, unit in clipped.values())
+
+
+def test_matched_fprop_is_the_product_quantised_at_the_bound() -> None:
+    x, w, b = _data()
+    bound = float(x.detach().abs().max()) * 1.5
+    y = nvfp4_linear(x, w, b, "matched", x_amax=bound)
+    expected = fake_quantize(x.detach(), per_tensor=False, amax=bound) @ fake_quantize(
+        w.detach(), block_2d=True).t() + b.detach()
+    assert torch.equal(y.detach(), expected)
+    assert torch.equal(nvfp4_linear(x, w, b, "te", x_amax=bound), nvfp4_linear(x, w, b, "te"))
 
 
 @needs_hf
@@ -81,9 +157,9 @@ def test_hf_gpt2_report_lists_every_gemm() -> None:
     replaced = {r["name"]: r["kind"] for r in report.replaced}
     convs = [n for n, m in model.named_modules() if type(m).__name__ == "NVFP4Conv1D"]
     assert len(convs) == 8 and all(replaced[c] == "Conv1D (addmm)" for c in convs)
-    assert replaced["lm_head"] == "Linear"
     kept = {k["name"]: k["reason"] for k in report.kept}
-    assert set(kept) == {"transformer.wpe.weight"} and "embedding" in kept["transformer.wpe.weight"]
+    assert "lm_head" not in replaced and "output head" in kept["lm_head"]  # get_output_embeddings()
+    assert set(kept) == {"transformer.wpe.weight", "lm_head"} and "embedding" in kept["transformer.wpe.weight"]
     matrices = {n for n, p in model.named_parameters() if p.dim() >= 2}
     explained = {f"{r['name']}.weight" for r in report.replaced} | set(kept) | {"transformer.wte.weight"}
     assert matrices <= explained  # wte is the tied head's weight

@@ -190,3 +190,47 @@ def test_compiled_stochastic_rounding_is_unbiased(axis: int) -> None:
     assert (std > 0).float().mean() > 0.5  # off-grid values really are randomised
     rne = fake_quantize_fast(x, axis=axis)
     assert ((mean - x).abs().mean() < (rne - x).abs().mean() / 5)  # unlike round-to-nearest
+
+
+def _canonical_rows(k: int, rows: int = 64, seed: int = 7) -> torch.Tensor:
+    """RMS-1 rows of length k, the extreme ones included: a row with all its mass on one element
+    (that element is sqrt(k)) and a few heavy-tailed rows."""
+    from unitcheck.canonical import canonical
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, k, generator=g)
+    x[1] = 0.0
+    x[1, 5] = 1.0  # one-hot: canonical makes it sqrt(k)
+    x[2:8] = torch.randn(6, k, generator=g) ** 3
+    return canonical(x)
+
+
+@pytest.mark.parametrize("k", [64, 512])
+def test_fixed_scale_matched_to_rms_rows_clips_nothing(k: int) -> None:
+    from unitcheck.quant.nvfp4 import saturated_blocks
+
+    x = _canonical_rows(k)
+    assert float(x.abs().max()) == pytest.approx(math.sqrt(k), rel=1e-3)  # C has an eps floor
+    assert saturated_blocks(x, amax=math.sqrt(k)) == 0.0
+    assert saturated_blocks(x, amax=1.0) > 0.2  # nGPT's unit bound clips canonical rows
+    matched = snr_db(x, fake_quantize(x, per_tensor=False, amax=math.sqrt(k)))
+    assert abs(matched - snr_db(x, fake_quantize(x))) < 0.5  # as good as per-tensor scaling
+    assert snr_db(x, fake_quantize(x, per_tensor=False, amax=1.0)) < matched - 5
+
+
+def test_fixed_scale_of_one_clips_nothing_on_unit_rows() -> None:
+    from unitcheck.quant.nvfp4 import saturated_blocks
+
+    x = _canonical_rows(256)
+    x = x / x.norm(dim=-1, keepdim=True)
+    assert saturated_blocks(x, amax=1.0) == 0.0
+    assert saturated_blocks(2 * x, amax=1.0) > 0.0  # the bound is tight: twice the row clips
+
+
+def test_compiled_path_takes_the_fixed_bound() -> None:
+    x = _canonical_rows(128)
+    for amax in (1.0, math.sqrt(128)):
+        assert torch.equal(fake_quantize_fast(x, per_tensor=False, amax=amax),
+                           fake_quantize(x, per_tensor=False, amax=amax))
+        assert torch.equal(fake_quantize_fast(x, per_tensor=False, amax=amax, axis=0),
+                           fake_quantize(x.t().contiguous(), per_tensor=False, amax=amax).t())

@@ -3,12 +3,18 @@
 Operation order follows Transformer Engine's reference quantizer, so that results agree bit for
 bit with it:
 
-    S     = min(448 * 6 / global_amax, fp32_max), 1 when that is 0   (global_amax := 1 when
-                                                                      per-tensor scaling is off)
+    S     = min(448 * 6 / global_amax, fp32_max), 1 when that is 0   (global_amax := the fixed
+                                                                      bound ``amax``, 1 by default,
+                                                                      when per-tensor scaling is off)
     s     = e4m3(clamp(block_amax * (S * (1/6)), max=448))           (RNE into float8_e4m3fn)
     enc   = min(1 / (float(s) * (1/S)), fp32_max)
     q     = round_E2M1(clamp(x * enc, -6, 6))                        (RNE; or stochastic)
     x_hat = q * float(s) * (1/S)
+
+A fixed bound replaces the per-tensor amax reduction when the operand's magnitude is known in
+advance: every element of a unit-norm row is at most 1, of an RMS-1 row of length K at most
+sqrt(K). With the bound right, no block scale saturates (``saturated_blocks``); with it too small,
+every block whose amax exceeds it is clipped.
 
 Round-to-nearest-even on the E2M1 grid is arithmetic: the grid has step 1/2 below 2, 1 below 4
 and 2 up to 6, and ``torch.round`` rounds half to even, which is exactly the tie rule
@@ -30,7 +36,7 @@ import torch
 __all__ = [
     "NVFP4Tensor", "quantize", "dequantize", "fake_quantize", "round_e2m1", "hadamard_matrix",
     "hadamard", "inverse_hadamard", "E2M1_GRID", "FP4_MAX", "E4M3_MAX", "BLOCK", "snr_db",
-    "fake_quantize_fast",
+    "fake_quantize_fast", "saturated_blocks",
 ]
 
 FP4_MAX = 6.0
@@ -108,9 +114,9 @@ def _as_2d(x: torch.Tensor, block_2d: bool) -> tuple[torch.Tensor, tuple[int, ..
     return x2, shape
 
 
-def _global_scale(x: torch.Tensor, per_tensor: bool) -> torch.Tensor:
+def _global_scale(x: torch.Tensor, per_tensor: bool, fixed: float | torch.Tensor = 1.0) -> torch.Tensor:
     if not per_tensor:
-        amax = torch.ones((), dtype=torch.float32, device=x.device)
+        amax = torch.as_tensor(fixed, dtype=torch.float32, device=x.device)
     else:
         amax = x.abs().amax().to(torch.float32)
     s = torch.clamp(torch.tensor(E4M3_MAX * FP4_MAX, dtype=torch.float32, device=x.device) / amax, max=FP32_MAX)
@@ -133,19 +139,21 @@ def quantize(
     stochastic: bool = False,
     hadamard_transform: bool = False,
     generator: torch.Generator | None = None,
+    amax: float = 1.0,
 ) -> NVFP4Tensor:
-    """Quantize along the last dimension (16-element blocks, or 16x16 tiles with ``block_2d``)."""
+    """Quantize along the last dimension (16-element blocks, or 16x16 tiles with ``block_2d``);
+    without per-tensor scaling the global scale comes from the fixed bound ``amax``."""
     if not x.is_floating_point():
         raise TypeError(f"NVFP4 quantizes floating-point tensors, got {x.dtype}")
     x2, shape = _as_2d(x.detach(), block_2d)
     x2 = x2.to(torch.float32)
     if hadamard_transform:
         x2 = hadamard(x2)
-    S = _global_scale(x2, per_tensor)
+    S = _global_scale(x2, per_tensor, amax)
     r, c = x2.shape
-    amax = _block_amax(x2, block_2d)
+    block_amax = _block_amax(x2, block_2d)
     mult = S * (1.0 / FP4_MAX)
-    dec = torch.clamp(torch.clamp(amax * mult, max=FP32_MAX), -E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    dec = torch.clamp(torch.clamp(block_amax * mult, max=FP32_MAX), -E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     enc = torch.clamp(1.0 / (dec.to(torch.float32) * (1.0 / S)), max=FP32_MAX)
     scaled = torch.clamp(x2.reshape(r, c // BLOCK, BLOCK) * enc, -FP4_MAX, FP4_MAX)
     values = round_e2m1(scaled, stochastic=stochastic, generator=generator).reshape(r, c)
@@ -174,10 +182,11 @@ def fake_quantize(
     hadamard_transform: bool = False,
     undo_hadamard: bool = True,
     generator: torch.Generator | None = None,
+    amax: float = 1.0,
 ) -> torch.Tensor:
     """Quantize then dequantize (same shape and dtype as ``x``)."""
     q = quantize(x, block_2d=block_2d, per_tensor=per_tensor, stochastic=stochastic,
-                 hadamard_transform=hadamard_transform, generator=generator)
+                 hadamard_transform=hadamard_transform, generator=generator, amax=amax)
     return dequantize(q, undo_hadamard=undo_hadamard)
 
 
@@ -194,27 +203,27 @@ def _uniform(like: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
     return (((h >> 8) & 0xFFFFFF).to(torch.float32) * (1.0 / (1 << 24))).reshape(like.shape)
 
 
-def _scales(amax: torch.Tensor, per_tensor: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _scales(amax: torch.Tensor, per_tensor: bool, fixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(encode, decode) factors per block from its amax: E4M3 block scale over the global scale."""
-    S = _global_scale(amax, per_tensor)  # the amax of the block amaxes is the tensor's amax
+    S = _global_scale(amax, per_tensor, fixed)  # the amax of the block amaxes is the tensor's amax
     dec = torch.clamp(torch.clamp(amax * (S * (1.0 / FP4_MAX)), max=FP32_MAX), -E4M3_MAX, E4M3_MAX)
     dec = dec.to(torch.float8_e4m3fn).to(torch.float32)
     return torch.clamp(1.0 / (dec * (1.0 / S)), max=FP32_MAX), dec * (1.0 / S)
 
 
-def _scales_rows(x3: torch.Tensor, per_tensor: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _scales_rows(x3: torch.Tensor, per_tensor: bool, fixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, blocks, 16): 1x16 blocks along the last dimension."""
-    return _scales(x3.abs().amax(dim=-1, keepdim=True), per_tensor)
+    return _scales(x3.abs().amax(dim=-1, keepdim=True), per_tensor, fixed)
 
 
-def _scales_cols(x3: torch.Tensor, per_tensor: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _scales_cols(x3: torch.Tensor, per_tensor: bool, fixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(blocks, 16, cols): 16x1 blocks down the first dimension (no transposed copy needed)."""
-    return _scales(x3.abs().amax(dim=1, keepdim=True), per_tensor)
+    return _scales(x3.abs().amax(dim=1, keepdim=True), per_tensor, fixed)
 
 
-def _scales_tiles(x4: torch.Tensor, per_tensor: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _scales_tiles(x4: torch.Tensor, per_tensor: bool, fixed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows/16, 16, cols/16, 16): 16x16 tiles."""
-    return _scales(x4.abs().amax(dim=(1, 3), keepdim=True), per_tensor)
+    return _scales(x4.abs().amax(dim=(1, 3), keepdim=True), per_tensor, fixed)
 
 
 def _apply(x: torch.Tensor, enc: torch.Tensor, dec: torch.Tensor, seed: torch.Tensor | None) -> torch.Tensor:
@@ -229,10 +238,12 @@ def _apply(x: torch.Tensor, enc: torch.Tensor, dec: torch.Tensor, seed: torch.Te
     return torch.copysign(q, v) * dec
 
 
-def _fake_quantize_blocks(scales: Any, x: torch.Tensor, per_tensor: bool, seed: torch.Tensor | None) -> torch.Tensor:
+def _fake_quantize_blocks(scales: Any, x: torch.Tensor, per_tensor: bool, seed: torch.Tensor | None,
+                          amax: float = 1.0) -> torch.Tensor:
     """Two compiled kernels with the block factors materialised between them: fused into one,
-    the compiler recomputes the E4M3 scale and the per-tensor amax per element (2.3x slower)."""
-    enc, dec = _call(scales, x, per_tensor)
+    the compiler recomputes the E4M3 scale and the per-tensor amax per element (2.3x slower).
+    The fixed bound goes in as a tensor, so a new value does not recompile."""
+    enc, dec = _call(scales, x, per_tensor, _bound(amax, x.device))
     return _call(_apply, x, enc, dec, seed)
 
 
@@ -257,6 +268,18 @@ def _call(fn: Any, *args: Any) -> Any:
         return fn(*args)
 
 
+_BOUNDS: dict[tuple[float, torch.device], torch.Tensor] = {}
+
+
+def _bound(amax: float, device: torch.device) -> torch.Tensor:
+    key = (float(amax), device)
+    if key not in _BOUNDS:
+        if len(_BOUNDS) >= 64:
+            _BOUNDS.pop(next(iter(_BOUNDS)))
+        _BOUNDS[key] = torch.tensor(float(amax), dtype=torch.float32, device=device)
+    return _BOUNDS[key]
+
+
 _RHT_CACHE: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
 
@@ -273,7 +296,7 @@ def _seed(stochastic: bool) -> torch.Tensor | None:
 
 def fake_quantize_fast(
     x: torch.Tensor, *, block_2d: bool = False, per_tensor: bool = True, stochastic: bool = False,
-    hadamard_transform: bool = False, axis: int = -1,
+    hadamard_transform: bool = False, axis: int = -1, amax: float = 1.0,
 ) -> torch.Tensor:
     """``fake_quantize`` through ``torch.compile`` (one fused kernel per block layout, dynamic
     shapes; ``UNITCHECK_NVFP4_COMPILE=0`` or a compile failure runs it eagerly).
@@ -292,18 +315,30 @@ def fake_quantize_fast(
         x3 = x2.reshape(-1, BLOCK, c)
         if hadamard_transform:  # (D H / 4)^T on every 16-token block: one batched GEMM
             x3 = torch.matmul(_rht_t(x3), x3)
-        out = _fake_quantize_blocks(_scales_cols, x3, per_tensor, _seed(stochastic)).reshape(-1, c)
+        out = _fake_quantize_blocks(_scales_cols, x3, per_tensor, _seed(stochastic), amax).reshape(-1, c)
         return out[:r].to(x.dtype)
     x2, shape = _as_2d(xd, block_2d)
     if hadamard_transform:
         x2 = hadamard(x2)
     r, c = x2.shape
     if block_2d:
-        out = _fake_quantize_blocks(_scales_tiles, x2.reshape(r // BLOCK, BLOCK, c // BLOCK, BLOCK), per_tensor, None)
+        out = _fake_quantize_blocks(_scales_tiles, x2.reshape(r // BLOCK, BLOCK, c // BLOCK, BLOCK), per_tensor, None, amax)
     else:
-        out = _fake_quantize_blocks(_scales_rows, x2.reshape(r, c // BLOCK, BLOCK), per_tensor, _seed(stochastic))
+        out = _fake_quantize_blocks(_scales_rows, x2.reshape(r, c // BLOCK, BLOCK), per_tensor, _seed(stochastic), amax)
     rows = x.numel() // shape[-1] if x.dim() else 1
     return out.reshape(r, c)[:rows, : shape[-1] if x.dim() else 1].reshape(shape).to(x.dtype)
+
+
+def saturated_blocks(x: torch.Tensor, *, per_tensor: bool = False, amax: float = 1.0,
+                     block_2d: bool = False) -> float:
+    """Fraction of 16-element blocks (or 16x16 tiles) whose E4M3 scale saturates at 448: their
+    amax exceeds the range the global scale leaves them, so the quantiser clips them. Zero under
+    per-tensor scaling by construction; under a fixed bound, zero exactly when no element of
+    ``x`` exceeds ``amax``."""
+    x2, _ = _as_2d(x.detach().to(torch.float32), block_2d)
+    S = _global_scale(x2, per_tensor, amax)
+    need = _block_amax(x2, block_2d) * (S * (1.0 / FP4_MAX))
+    return float((need > E4M3_MAX).float().mean())
 
 
 def snr_db(x: torch.Tensor, x_hat: torch.Tensor) -> float:

@@ -7,6 +7,16 @@ replaced GEMM or listed with the reason it stays in high precision (embedding lo
 ``--keep-last`` layer, a dimension not divisible by 16, a functional use the pass cannot see),
 so nothing is skipped silently. Attention's batched GEMMs (activations times activations) stay
 in high precision, as in seed 001.
+
+The output head stays in high precision by default, as seed 001 keeps embeddings in BF16 and the
+NVFP4 recipe it builds on keeps the output layer in high precision (``quantise_head=True``, the
+training loop's ``--quantise-head``, includes it). The head is ``get_output_embeddings()`` where a
+model defines it, else a top-level ``lm_head``/``head`` linear, or a module hook marked
+``nvfp4_head = True`` (GCT's functional logits GEMM).
+
+A model may declare the norms of its GEMM operands with ``nvfp4_operand_norms()``: a mapping from
+a linear's path to ``(input norm, weight norm)``, each ``"unit"``, ``"rms"`` or ``None``. The pass
+turns them into element bounds (``norm_bound``) that the ``matched`` recipe uses as fixed scales.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from .gemm import RECIPES, NVFP4Linear, nvfp4_linear
+from .gemm import RECIPES, NVFP4Linear, norm_bound, nvfp4_linear
 
 __all__ = ["SubstitutionReport", "substitute_nvfp4", "NVFP4Conv1D"]
 
@@ -32,16 +42,17 @@ class NVFP4Conv1D(nn.Module):
     weight: nn.Parameter
     bias: nn.Parameter | None
 
-    def __init__(self, conv: nn.Module, recipe: str) -> None:
+    def __init__(self, conv: nn.Module, recipe: str, x_amax: float = 0.0, w_amax: float = 0.0) -> None:
         super().__init__()
         self.nf = conv.nf  # type: ignore[attr-defined]
         self.weight = conv.weight  # type: ignore[assignment]
         self.bias = conv.bias  # type: ignore[assignment]
         self.nx = int(self.weight.shape[0])
         self.recipe = recipe
+        self.x_amax, self.w_amax = x_amax, w_amax
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nvfp4_linear(x, self.weight.t(), self.bias, self.recipe)
+        return nvfp4_linear(x, self.weight.t(), self.bias, self.recipe, self.x_amax, self.w_amax)
 
 
 @dataclass
@@ -81,12 +92,50 @@ def _set_child(model: nn.Module, path: str, new: nn.Module) -> None:
     setattr(parent, name, new)
 
 
+HEAD_REASON = ("output head: kept in high precision (seed 001 keeps embeddings in BF16 and its NVFP4 "
+               "recipe keeps the output layer; --quantise-head includes it)")
+
+
+def head_paths(model: nn.Module) -> set[str]:
+    """Module paths of the model's output head (linear layers), as the substitution finds them."""
+    paths = {n: m for n, m in model.named_modules()}
+    by_id = {id(m): n for n, m in paths.items()}
+    found: set[str] = set()
+    get = getattr(model, "get_output_embeddings", None)
+    if callable(get):
+        try:
+            head = get()
+        except Exception:  # a model whose accessor needs state it lacks: fall back to the names
+            head = None
+        if isinstance(head, nn.Module) and id(head) in by_id:
+            found.add(by_id[id(head)])
+    if not found:
+        found = {n for n in ("lm_head", "head") if isinstance(paths.get(n), nn.Linear)}
+    return found
+
+
+def operand_bounds(model: nn.Module) -> dict[str, tuple[float, float]]:
+    """``nvfp4_operand_norms()`` as element bounds per linear path: (input, weight), 0 for none."""
+    declare = getattr(model, "nvfp4_operand_norms", None)
+    if not callable(declare):
+        return {}
+    out = {}
+    for path, (x_norm, w_norm) in declare().items():
+        mod = model.get_submodule(path)
+        if not isinstance(mod, nn.Linear):
+            raise UsageError(f"nvfp4_operand_norms names {path!r}, which is not an nn.Linear")
+        out[path] = (norm_bound(x_norm, mod.in_features), norm_bound(w_norm, mod.in_features))
+    return out
+
+
 def substitute_nvfp4(
-    model: nn.Module, recipe: str = "te", keep_last: float = 0.0, backend: str = "auto"
+    model: nn.Module, recipe: str = "te", keep_last: float = 0.0, backend: str = "auto",
+    quantise_head: bool = False,
 ) -> SubstitutionReport:
-    """Swap the model's weight GEMMs for NVFP4 ones in place; returns the report."""
+    """Swap the model's weight GEMMs for NVFP4 ones in place; returns the report. The output head
+    stays in high precision unless ``quantise_head``."""
     if recipe not in RECIPES and recipe != "fp8":
-        raise UsageError(f"unknown NVFP4 recipe {recipe!r}; choose te or ngpt")
+        raise UsageError(f"unknown NVFP4 recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     from . import te_backend
 
     use_te, reason = (False, "emulation requested") if backend == "emulate" else te_backend.availability()
@@ -97,6 +146,8 @@ def substitute_nvfp4(
     n_layers = len(layers)
     first_kept = n_layers - math.floor(n_layers * keep_last + 1e-9) if keep_last > 0 else None
     covered: set[int] = set()
+    heads = set() if quantise_head else head_paths(model)
+    bounds = operand_bounds(model)
     for path, mod in list(model.named_modules()):
         kind = type(mod).__name__
         if isinstance(mod, (NVFP4Linear, NVFP4Conv1D)):
@@ -106,6 +157,11 @@ def substitute_nvfp4(
         is_conv1d = kind == "Conv1D" and hasattr(mod, "nf")
         hook = getattr(mod, "nvfp4_substitute", None)
         if callable(hook) and not is_linear:
+            if getattr(mod, "nvfp4_head", False) and not quantise_head:
+                report.kept.append({"name": f"{path or '<root>'}: functional logits GEMM", "reason": HEAD_REASON})
+                for p in getattr(mod, "nvfp4_weights", lambda: [])():
+                    covered.add(id(p))
+                continue
             for item in hook(recipe):
                 report.replaced.append({"name": item, "kind": f"{kind} hook", "module": path})
             for p in getattr(mod, "nvfp4_weights", lambda: [])():
@@ -116,6 +172,10 @@ def substitute_nvfp4(
         w = mod.weight
         out_f, in_f = (w.shape if is_linear else (w.shape[1], w.shape[0]))
         layer = _layer_index(path)
+        if path in heads:
+            report.kept.append({"name": path, "reason": HEAD_REASON})
+            covered.add(id(w))
+            continue
         if first_kept is not None and first_kept < n_layers and layer is not None and layer >= layers[first_kept]:
             report.kept.append({"name": path, "reason": f"layer {layer} is in the last {keep_last:.0%} of layers (--keep-last)"})
             covered.add(id(w))
@@ -127,13 +187,16 @@ def substitute_nvfp4(
         if use_te and is_linear:
             new: nn.Module = te_backend.to_te_linear(mod)  # type: ignore[arg-type]
         elif is_linear:
-            new = NVFP4Linear.from_linear(mod, recipe)  # type: ignore[arg-type]
+            new = NVFP4Linear.from_linear(mod, recipe, *bounds.get(path, (0.0, 0.0)))  # type: ignore[arg-type]
         else:
             new = NVFP4Conv1D(mod, recipe)
         _set_child(model, path, new)
         covered.add(id(w))
-        report.replaced.append({"name": path, "kind": "Linear" if is_linear else "Conv1D (addmm)",
-                                "shape": [int(out_f), int(in_f)]})
+        entry: dict[str, Any] = {"name": path, "kind": "Linear" if is_linear else "Conv1D (addmm)",
+                                 "shape": [int(out_f), int(in_f)]}
+        if path in bounds and not use_te:
+            entry["scaling"] = _scaling_note(recipe, *bounds[path])
+        report.replaced.append(entry)
     for name, p in model.named_parameters():
         if p.dim() < 2 or id(p) in covered:
             continue
@@ -147,3 +210,14 @@ def substitute_nvfp4(
         report.kept.append({"name": name, "reason": reason})
         covered.add(id(p))
     return report
+
+
+def _scaling_note(recipe: str, x_amax: float, w_amax: float) -> str:
+    """How the recipe scales a linear's two forward operands, for the report."""
+    r = RECIPES[recipe]
+
+    def one(bound: float) -> str:
+        per_tensor, amax = r.scaling(bound)
+        return "per-tensor" if per_tensor else f"fixed amax {amax:.4g}"
+
+    return f"input {one(x_amax)}, weight {one(w_amax)}"

@@ -2,8 +2,9 @@
 
 Used when ``transformer_engine`` imports and reports NVFP4 support; otherwise the emulation in
 ``gemm.py`` runs and the substitution report says why. On Hopper, TE's FP8 current-scaling recipe
-is offered as ``fp8``. TE's recipe has no switch for per-tensor scaling, so the ``ngpt`` recipe
-maps to ``disable_rht=True`` with per-tensor scaling left on (reported).
+is offered as ``fp8``. TE's recipe has no switch for per-tensor scaling, so the ``ngpt`` and
+``matched`` recipes map to ``disable_rht=True`` with per-tensor scaling left on (reported); the
+fixed, declared-norm scales exist only in the emulation.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def autocast(recipe: str) -> Any:
     if recipe == "fp8":
         rec = te_recipe.Float8CurrentScaling()
     else:
-        rec = te_recipe.NVFP4BlockScaling(disable_rht=(recipe == "ngpt"))
+        rec = te_recipe.NVFP4BlockScaling(disable_rht=(recipe in ("ngpt", "matched")))
     ctx = getattr(te, "autocast", None)
     if ctx is not None:
         return ctx(enabled=True, recipe=rec)

