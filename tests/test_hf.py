@@ -176,3 +176,17 @@ def test_attention_implementation_is_chosen_by_the_model() -> None:
     llama, _ = build("llama", device="meta")
     assert bloom.config._attn_implementation == "eager"
     assert llama.config._attn_implementation == "sdpa"
+
+
+@needs_hf
+def test_fields_a_default_config_leaves_unset_are_completed() -> None:
+    """Some default configs leave unset what their model code reads (checkpoints set it):
+    ``head_dim`` (Ministral, Hunyuan), a vocabulary map (Emu3, Chameleon)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("ministral")
+    assert cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads
+    for arch in ("ministral", "emu3"):
+        info: list[Built] = []
+        build(arch, device="meta", info=info)
+        assert info[0].probed, (arch, info[0].tried[:2])

@@ -597,9 +597,32 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     return cfg
 
 
+def _complete(c: Any) -> None:
+    """Fill what some default configs leave unset although their model code reads it (checkpoints
+    always set it): ``head_dim`` (the width over the heads, what classes that derive it compute),
+    ``vocab_size`` and a missing ``pad_token_id``."""
+    heads = next((v for k in ("num_attention_heads", "num_heads", "n_head") if _is_int(v := _get(c, k)) and v > 0), None)
+    width = _main_width(c)
+    if hasattr(c, "head_dim") and _get(c, "head_dim") is None and width and heads and width % heads == 0:
+        with contextlib.suppress(Exception):
+            c.head_dim = width // heads
+    if hasattr(c, "vocab_size") and _get(c, "vocab_size") is None and width:
+        with contextlib.suppress(Exception):
+            c.vocab_size = SMALL_DEFAULTS["vocab"]
+    if not hasattr(c, "pad_token_id"):
+        with contextlib.suppress(Exception):
+            c.pad_token_id = None
+    if dataclasses.is_dataclass(c):  # a mapping the model reads with .get() (a VQ tokenizer's vocabulary map)
+        for f in dataclasses.fields(c):
+            if getattr(c, f.name, 0) is None and str(f.type).replace(" ", "").startswith("dict") and f.name.endswith("_map"):
+                with contextlib.suppress(Exception):
+                    setattr(c, f.name, {})
+
+
 def _finish_config(cfg: Any) -> None:
     """Settings no plan should change: no cache, no pretrained backbone, valid special tokens."""
     for c in _walk(cfg):
+        _complete(c)
         if hasattr(c, "use_cache"):
             with contextlib.suppress(Exception):
                 c.use_cache = False
