@@ -190,3 +190,17 @@ def test_fields_a_default_config_leaves_unset_are_completed() -> None:
         info: list[Built] = []
         build(arch, device="meta", info=info)
         assert info[0].probed, (arch, info[0].tried[:2])
+
+
+@needs_hf
+def test_a_hard_coded_rotary_section_is_scaled_to_the_rotary_dim() -> None:
+    """GLM-4V's text rotary code defaults ``mrope_section`` to sizes written for its checkpoint's
+    rotary dim; the probe's failure says which sizes it needs, and the config gets them."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("glm4v_text", device="meta", info=info)
+    assert info[0].probed and "mrope_section" in info[0].plan
+    rope = model.config.rope_parameters
+    head = model.config.hidden_size // model.config.num_attention_heads
+    assert sum(rope["mrope_section"]) == head // 2

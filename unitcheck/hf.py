@@ -1116,7 +1116,51 @@ _SIZE_INDEPENDENT = ("DataDependent", "data-dependent", "missing a required argu
 _PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised padding", "DataDependent", "data-dependent",
                  "meta tensor", "on the meta device", "out of meta")
 
-_CHOICES: dict[tuple[Any, ...], tuple[Plan, str, str, str, bool, list[str]]] = {}
+Fix = tuple[tuple[str, ...], str, Any, str]  # (path of sub-config names, field, value, what it sets)
+_Choice = tuple[Plan, str, str, str, bool, list[str], tuple[Fix, ...]]
+_CHOICES: dict[tuple[Any, ...], _Choice] = {}
+
+
+def _paths(cfg: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    yield path, cfg
+    for name, sub in _subconfigs(cfg).items():
+        yield from _paths(sub, (*path, name))
+
+
+def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
+    """Config changes that answer a probe failure the model's own hard-coded defaults cause.
+
+    Multimodal rotary code reads ``rope_parameters.get("mrope_section", [8, 12, 12])``: a default
+    written for the checkpoint's rotary dim, which the default config (and any smaller one) does
+    not have. The split sizes the model asked for are scaled to the rotary dim it has."""
+    m = re.search(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", why)
+    if not m:
+        return ()
+    total, sizes = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
+    if len(sizes) < 2 or total < len(sizes):
+        return ()
+    scaled = [max(1, x * total // sum(sizes)) for x in sizes]
+    scaled[0] += total - sum(scaled)
+    fixes: list[Fix] = []
+    for path, c in _paths(cfg):
+        rope = _get(c, "rope_parameters")
+        if isinstance(rope, dict) and rope.get("mrope_section") != scaled:
+            fixes.append((path, "rope_parameters", {**rope, "mrope_section": scaled}, "rope_parameters.mrope_section"))
+    return tuple(fixes)
+
+
+def _apply_fixes(cfg: Any, fixes: tuple[Fix, ...]) -> Any:
+    if not fixes:
+        return cfg
+    import copy
+
+    cfg = copy.deepcopy(cfg)
+    for path, key, value, _ in fixes:
+        node = cfg
+        for part in path:
+            node = getattr(node, part)
+        setattr(node, key, value)
+    return cfg
 
 
 def CONFIG_MAPPING_CLS(model_type: str) -> Any:  # noqa: N802 (reads as the mapping it wraps)
@@ -1131,7 +1175,7 @@ def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
     return model  # type: ignore[no-any-return]
 
 
-def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> tuple[Plan, str, str, str, bool, list[str]]:
+def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> _Choice:
     """Search plans x heads x input layouts on the meta device; the first whose forward runs wins."""
     key = (model_type, tuple(sorted((k, repr(v)) for k, v in overrides.items())), batch, seq, seed)
     if key in _CHOICES:
@@ -1148,12 +1192,12 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
                       "sub-model type)")
     tried: list[str] = []
-    first: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    first: _Choice | None = None
     t0 = time.perf_counter()
     config_errors: list[str] = []
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
-    limited: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    limited: _Choice | None = None
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -1181,14 +1225,27 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = (plan, task, head, layout, False, tried)
+                    first = (plan, task, head, layout, False, tried, ())
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 why = _probe(model, inputs)
+                fixes = _repair(cfg, why) if why is not None else ()
+                if fixes:
+                    try:
+                        with torch.device("meta"):
+                            torch.manual_seed(seed)
+                            repaired = _instantiate(tf, head, _apply_fixes(cfg, fixes))
+                        repaired.eval()
+                        if _probe(repaired, inputs) is None:
+                            choice = (plan, task, head, layout, True, tried, fixes)
+                            _CHOICES[key] = choice
+                            return choice
+                    except Exception as err:
+                        tried.append(f"{plan.name}/{head}/{layout} repaired: {_short(err, 160)}")
                 if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = (plan, task, head, layout, False, tried)  # export may manage what the probe cannot
+                    limited = (plan, task, head, layout, False, tried, ())  # export may manage what the probe cannot
                 if why is None:
-                    choice = (plan, task, head, layout, True, tried)
+                    choice = (plan, task, head, layout, True, tried, ())
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
@@ -1239,8 +1296,8 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
            device: str | torch.device, info: list[Built] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     tf = _transformers()
     with _quiet():
-        plan, task, head, layout, probed, tried = _choose(model_type, overrides, batch, seq, seed)
-        cfg = make_config(model_type, overrides, plan)
+        plan, task, head, layout, probed, tried, fixes = _choose(model_type, overrides, batch, seq, seed)
+        cfg = _apply_fixes(make_config(model_type, overrides, plan), fixes)
         torch.manual_seed(seed)
         try:
             ctx: Any = torch.device("meta") if str(device) == "meta" else contextlib.nullcontext()
@@ -1253,7 +1310,9 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
         layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
     if info is not None:
-        info.append(Built(model_type, plan.name, task, head, layout, probed, list(tried)))
+        repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})
+        name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")
+        info.append(Built(model_type, name, task, head, layout, probed, list(tried)))
     return model, inputs
 
 
