@@ -204,3 +204,22 @@ def test_a_hard_coded_rotary_section_is_scaled_to_the_rotary_dim() -> None:
     rope = model.config.rope_parameters
     head = model.config.hidden_size // model.config.num_attention_heads
     assert sum(rope["mrope_section"]) == head // 2
+
+
+@needs_hf
+def test_optional_inputs_the_model_asks_for_are_made_from_their_names() -> None:
+    """"You have to specify bbox", "`visual_feats` cannot be `None`": the probe's error names
+    the argument, which is made from its name and sized by the config field named after it."""
+    from unitcheck.hf import Built, build, make_config
+
+    cases = {"bros": {"bbox"}, "lxmert": {"visual_feats", "visual_pos"},
+             "decision_transformer": {"states", "actions", "returns_to_go", "timesteps"}}
+    for arch, names in cases.items():
+        info: list[Built] = []
+        _, inputs = build(arch, device="meta", info=info)
+        assert info[0].probed and set(inputs) >= names, (arch, set(inputs), info[0].tried[:2])
+    lx = make_config("lxmert")
+    _, inputs = build("lxmert", device="meta")
+    assert inputs["visual_feats"].shape[-1] == lx.visual_feat_dim and inputs["visual_pos"].shape[-1] == lx.visual_pos_dim
+    box = build("bros", device="meta")[1]["bbox"]
+    assert box.dtype == torch.long and bool((box[..., 2:] > box[..., :2]).all())

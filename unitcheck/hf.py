@@ -637,8 +637,8 @@ def _finish_config(cfg: Any) -> None:
                 with contextlib.suppress(Exception):
                     setattr(c, key, vocab - 1)
         if _get(c, "is_encoder_decoder", False):
-            for key in ("decoder_start_token_id", "pad_token_id"):
-                if _get(c, key) is None and hasattr(c, key):
+            for key in ("decoder_start_token_id", "pad_token_id"):  # set even where the class has no such field
+                if _get(c, key) is None:
                     with contextlib.suppress(Exception):
                         setattr(c, key, 0)
 
@@ -824,7 +824,8 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
     if not layouts:
-        layouts.append((f"{main} (by name)", {}))
+        by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
+        layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
     for name, inputs in layouts:
         _decoder_inputs(model, cfg, inputs, ids, params)
@@ -1091,8 +1092,78 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
             fake = {k: (mode.from_tensor(v.to("meta")) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
             model(**fake)
     except Exception as err:
-        return _short(err, 200)
+        line = _model_line(err)
+        return _short(err, 200) + (f" [at: {line}]" if line else "")
     return None
+
+
+def _model_line(err: BaseException) -> str:
+    """The line of model code that raised (it names the argument a ``NoneType`` error is about)."""
+    import traceback
+
+    for fr in reversed(traceback.extract_tb(err.__traceback__)):
+        if "/transformers/" in fr.filename and "/utils/" not in fr.filename:
+            return (fr.line or "").strip()[:160]
+    return ""
+
+
+# forward arguments that stand in for another input or steer the output: never made up
+_NOT_ASKED = {"kwargs", "args", "return_dict", "output_attentions", "output_hidden_states", "use_cache", "cache",
+              "past_key_values", "inputs_embeds", "decoder_inputs_embeds", "encoder_outputs", "labels",
+              "return_loss", "interpolate_pos_encoding", "logits_to_keep", "cache_position", "position_ids",
+              "head_mask", "decoder_head_mask", "cross_attn_head_mask"}
+
+
+def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[str]:
+    """Optional forward arguments the failure names ("You have to specify bbox", "`visual_feats`
+    cannot be `None`", the line ``batch = states.shape[0]`` that read one as None)."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", why))
+    params = _forward_params(model) - set(inputs) - _NOT_ASKED
+    asked = sorted(p for p in params if p in words)
+    if not asked and "'NoneType'" in why and "attention_mask" in params:
+        asked = ["attention_mask"]  # an unnamed None where a tensor was due: the mask most code assumes
+    return asked
+
+
+def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: int, seq: int,
+                  seed: int) -> dict[str, Any]:
+    """Inputs made from their names, sized by the config field named after them where there is
+    one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
+    ``encoder_hidden_size``): boxes, positions, masks, ids and time steps, then features."""
+    g = torch.Generator().manual_seed(seed + 1)
+    ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
+    n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
+    width = _find(cfg, "hidden_size", "d_model", "n_embd", "embed_dim")
+    width = int(width) if _is_int(width) else SMALL_DEFAULTS["width"]
+
+    sizes: dict[str, int] = {}  # "<prefix>_dim" / "<prefix>_size" fields of the whole config tree
+    for _, c in _paths(cfg):
+        for k, v in vars(c).items():
+            if _is_int(v) and 0 < v <= 4096 and k.endswith(("_dim", "_size")):
+                sizes.setdefault(k.rsplit("_", 1)[0], int(v))
+
+    def dim(name: str, default: int) -> int:
+        """The field whose prefix is the longest prefix of the name (act_dim for actions)."""
+        fits = [p for p in sizes if len(p) >= 3 and name.startswith(p)]
+        return sizes[max(fits, key=len)] if fits else default
+
+    out: dict[str, Any] = {}
+    for name in names:
+        low = name.lower()
+        if low in ("bbox", "boxes", "bboxes"):
+            lo = torch.randint(0, 500, (batch, n, 2), generator=g)
+            out[name] = torch.cat([lo, lo + torch.randint(1, 500, (batch, n, 2), generator=g)], dim=-1)
+        elif low.endswith("mask"):
+            out[name] = torch.ones(batch, n, dtype=torch.long)
+        elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
+            out[name] = torch.zeros(batch, n, dtype=torch.long)
+        elif low.endswith("_pos") or low.endswith("positions"):
+            out[name] = torch.rand(batch, n, dim(name, 4), generator=g)
+        elif low.endswith(("to_go", "rewards", "reward", "returns")):
+            out[name] = torch.randn(batch, n, 1, generator=g)
+        else:
+            out[name] = torch.randn(batch, n, dim(name, width), generator=g)
+    return out
 
 
 @dataclass
@@ -1117,7 +1188,22 @@ _PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised paddi
                  "meta tensor", "on the meta device", "out of meta")
 
 Fix = tuple[tuple[str, ...], str, Any, str]  # (path of sub-config names, field, value, what it sets)
-_Choice = tuple[Plan, str, str, str, bool, list[str], tuple[Fix, ...]]
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """A candidate: plan, head, inputs layout, and what was added to make it run."""
+
+    plan: Plan
+    task: str
+    head: str
+    layout: str
+    probed: bool
+    tried: list[str]
+    fixes: tuple[Fix, ...] = ()
+    named: tuple[str, ...] = ()  # optional inputs the model's own error asked for
+
+
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
 
 
@@ -1225,7 +1311,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = (plan, task, head, layout, False, tried, ())
+                    first = _Choice(plan, task, head, layout, False, tried)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 why = _probe(model, inputs)
@@ -1237,15 +1323,21 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                             repaired = _instantiate(tf, head, _apply_fixes(cfg, fixes))
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
-                            choice = (plan, task, head, layout, True, tried, fixes)
+                            choice = _Choice(plan, task, head, layout, True, tried, fixes)
                             _CHOICES[key] = choice
                             return choice
                     except Exception as err:
                         tried.append(f"{plan.name}/{head}/{layout} repaired: {_short(err, 160)}")
+                named: list[str] = []
+                current = inputs
+                while why is not None and len(named) < 4 and (asked := _asked_for(model, current, why)):
+                    named += asked  # "You have to specify bbox": give it one and try again
+                    current = {**inputs, **_named_inputs(named, cfg, inputs, batch, seq, seed)}
+                    why = _probe(model, current)
                 if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = (plan, task, head, layout, False, tried, ())  # export may manage what the probe cannot
+                    limited = _Choice(plan, task, head, layout, False, tried, (), tuple(named))  # export may manage it
                 if why is None:
-                    choice = (plan, task, head, layout, True, tried, ())
+                    choice = _Choice(plan, task, head, layout, True, tried, (), tuple(named))
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
@@ -1296,7 +1388,9 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
            device: str | torch.device, info: list[Built] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     tf = _transformers()
     with _quiet():
-        plan, task, head, layout, probed, tried, fixes = _choose(model_type, overrides, batch, seq, seed)
+        choice = _choose(model_type, overrides, batch, seq, seed)
+        plan, task, head, layout, probed, tried, fixes = (choice.plan, choice.task, choice.head, choice.layout,
+                                                          choice.probed, choice.tried, choice.fixes)
         cfg = _apply_fixes(make_config(model_type, overrides, plan), fixes)
         torch.manual_seed(seed)
         try:
@@ -1309,6 +1403,9 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
         _default_language(model, cfg)
         layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
+    if choice.named:
+        inputs = {**inputs, **_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed)}
+        layout = "+".join((layout, *choice.named))
     if info is not None:
         repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})
         name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")
