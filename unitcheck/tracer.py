@@ -615,7 +615,14 @@ def trace(
     if _meta_limited(model, args, kwargs, errors):
         value_branch = _data_dependent(errors[0][1])
         try:
-            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic, lower_op=lower_op)
+            cpu, (cargs, ckwargs) = _materialise_on_cpu(model, args, kwargs)
+            if value_branch and method != "fx":  # straight to real values: a plain export fails again
+                with _eval_mode(cpu), _quiet(), meta_autocast() as rewritten:
+                    g = _export(cpu, cargs, ckwargs, dynamic, lower_op, real=True)
+                g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
+            else:
+                g = trace(cpu, (cargs, ckwargs), method=method, dynamic=dynamic, lower_op=lower_op)
         except TraceError as err:  # the CPU copy's failure is the one that matters
             if not value_branch:
                 raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
