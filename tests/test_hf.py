@@ -186,7 +186,8 @@ def test_fields_a_default_config_leaves_unset_are_completed() -> None:
 
     cfg = make_config("ministral")
     assert cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads
-    for arch in ("ministral", "emu3"):
+    assert make_config("nemotron").num_key_value_heads == make_config("nemotron").num_attention_heads
+    for arch in ("ministral", "emu3", "nemotron"):
         info: list[Built] = []
         build(arch, device="meta", info=info)
         assert info[0].probed, (arch, info[0].tried[:2])
@@ -223,3 +224,16 @@ def test_optional_inputs_the_model_asks_for_are_made_from_their_names() -> None:
     assert inputs["visual_feats"].shape[-1] == lx.visual_feat_dim and inputs["visual_pos"].shape[-1] == lx.visual_pos_dim
     box = build("bros", device="meta")[1]["bbox"]
     assert box.dtype == torch.long and bool((box[..., 2:] > box[..., :2]).all())
+
+
+@needs_hf
+def test_a_sub_model_class_gets_its_sub_config_and_codebook_inputs() -> None:
+    """The auto mapping pairs Musicgen's composite config with ``MusicgenForCausalLM``, whose
+    ``config_class`` is the decoder's; its ids hold one row per codebook."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("musicgen", device="meta", info=info)
+    books = model.config.num_codebooks
+    assert info[0].probed and type(model).__name__ == "MusicgenForCausalLM"
+    assert inputs["input_ids"].shape[0] == 2 * books and inputs["labels"].shape[-1] == books

@@ -599,10 +599,13 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
 
 def _complete(c: Any) -> None:
     """Fill what some default configs leave unset although their model code reads it (checkpoints
-    always set it): ``head_dim`` (the width over the heads, what classes that derive it compute),
-    ``vocab_size`` and a missing ``pad_token_id``."""
+    always set it): ``head_dim`` and ``num_key_value_heads`` (what classes that derive them
+    compute), ``vocab_size``, a missing ``pad_token_id``, a vocabulary map."""
     heads = next((v for k in ("num_attention_heads", "num_heads", "n_head") if _is_int(v := _get(c, k)) and v > 0), None)
     width = _main_width(c)
+    if hasattr(c, "num_attention_heads") and _get(c, "num_key_value_heads") is None and heads:
+        with contextlib.suppress(Exception):
+            c.num_key_value_heads = heads  # what classes that derive it set: one key/value head per head
     if hasattr(c, "head_dim") and _get(c, "head_dim") is None and width and heads and width % heads == 0:
         with contextlib.suppress(Exception):
             c.head_dim = width // heads
@@ -799,6 +802,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                                for name, inputs in _audio_layouts(cfg, audio, batch, g))
         if base:
             layouts.append(("input_ids", base))
+            books = _find(cfg, "num_codebooks")
+            if _is_int(books) and books > 1:  # audio-token decoders: one row per codebook (batch * codebooks, seq)
+                layouts.append(("input_ids (codebooks)", {"input_ids": ids.repeat(int(books), 1)}))
     elif main == "pixel_values":
         pixels = _image(cfg, batch, g)
         layouts.append(("pixel_values", {"pixel_values": pixels}))
@@ -1045,7 +1051,12 @@ def _add_labels(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.T
         n = _get(cfg, "num_labels", 2) or 2
         inputs["labels"] = torch.randint(0, int(n), (batch,), generator=g)
     elif "input_ids" in inputs and not _get(cfg, "is_encoder_decoder", False):
-        inputs["labels"] = inputs["input_ids"].clone()
+        ids_in = inputs["input_ids"]
+        books = _find(cfg, "num_codebooks")
+        if _is_int(books) and books > 1 and ids_in.dim() == 2 and ids_in.shape[0] == batch * books:
+            inputs["labels"] = ids_in.reshape(batch, int(books), -1).transpose(1, 2).contiguous()  # (batch, seq, books)
+        else:
+            inputs["labels"] = ids_in.clone()
     else:
         inputs["labels"] = ids.clone()
 
@@ -1119,7 +1130,7 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     cannot be `None`", the line ``batch = states.shape[0]`` that read one as None)."""
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", why))
     params = _forward_params(model) - set(inputs) - _NOT_ASKED
-    asked = sorted(p for p in params if p in words)
+    asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
     if not asked and "'NoneType'" in why and "attention_mask" in params:
         asked = ["attention_mask"]  # an unnamed None where a tensor was due: the mask most code assumes
     return asked
@@ -1255,8 +1266,19 @@ def CONFIG_MAPPING_CLS(model_type: str) -> Any:  # noqa: N802 (reads as the mapp
     return CONFIG_MAPPING[model_type]
 
 
+def _for_class(cls: type, cfg: Any) -> Any:
+    """The config a model class takes: ``cfg`` itself, or its sub-config of the class's
+    ``config_class`` where the auto mapping pairs a composite config with a sub-model's class
+    (``MusicgenForCausalLM`` takes the decoder's config, ``Emu3ForCausalLM`` the text config)."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(cfg, wanted):
+        return cfg
+    return next((sub for _, sub in _paths(cfg) if isinstance(sub, wanted)), cfg)
+
+
 def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
     cls = getattr(tf, head)
+    cfg = _for_class(cls, cfg)
     model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
     return model  # type: ignore[no-any-return]
 
@@ -1305,7 +1327,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             try:
                 _default_language(model, cfg)
-                layouts = _input_layouts(model, cfg, labels, batch, seq, seed)
+                layouts = _input_layouts(model, _for_class(type(model), cfg), labels, batch, seq, seed)
             except Exception as err:
                 tried.append(f"{plan.name}/{head}: inputs: {_short(err, 160)}")
                 continue
@@ -1401,7 +1423,8 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
             raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
         model.eval()
         _default_language(model, cfg)
-        layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
+        layouts = dict(_input_layouts(model, _for_class(type(model), cfg), _label_kind(model_type, head), batch, seq,
+                                      seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
     if choice.named:
         inputs = {**inputs, **_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed)}
