@@ -166,3 +166,33 @@ def test_branch_on_an_activation_is_still_refused_with_real_values() -> None:
     would make the graph one path of the model."""
     with pytest.raises(TraceError, match="data-dependent branch"):
         trace(Branchy(), torch.randn(2, 4))
+
+
+class _PaddedByBuffer(nn.Module):
+    """Audio codecs keep conv paddings in integer buffers the constructor computes from the config."""
+
+    def __init__(self, config: dict[str, int]) -> None:
+        super().__init__()
+        self.config = config
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("pad", torch.tensor(config["pad"]), persistent=False)
+
+    @classmethod
+    def _from_config(cls, config: dict[str, int]) -> "_PaddedByBuffer":
+        return cls(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int(self.pad)
+        if n > 1:  # a branch on the buffer's value
+            x = F.pad(x, (0, 0, 0, n))
+        return self.lin(x)
+
+
+def test_a_meta_model_is_rebuilt_from_its_config_for_its_buffers_values() -> None:
+    with torch.device("meta"):
+        model = _PaddedByBuffer({"pad": 3})
+    g = trace(model, to_meta((torch.randn(5, 4),)))
+    assert any("rebuilt from its config" in note for note in g.notes)
+    assert any("values decided it" in note for note in g.notes)
+    out = g.output_nodes()[0].meta["val"]
+    assert tuple(out.shape) == (8, 4)  # padded by the buffer's value, not by a zero

@@ -380,8 +380,9 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
     leaves = {k: v for k, v in leaves.items() if k in placeholders}
     g = TracedGraph(gm, "export", leaves, model, args, kwargs)
     if real:
-        g.notes.append("export could not decide a branch on an input's value (a size, length or mask read in "
-                       f"Python){where}; the example inputs' values decided it, so the graph holds their branch")
+        g.notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
+                       f"an integer input or buffer){where}; the example's values decided it, so the graph holds "
+                       "their branch")
     return g
 
 
@@ -531,16 +532,41 @@ def _meta_limited(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
             and (any(k in text for k in _META_LIMITS) or _data_dependent(errors[0][1])))
 
 
+def _rebuilt_from_config(model: nn.Module) -> nn.Module | None:
+    """A CPU twin built from the model's config (the Hugging Face convention ``_from_config``):
+    its buffers hold the values the constructor computes (conv paddings, strides, rotary tables),
+    which a meta model never had and a branch on them needs. None when the twin differs."""
+    rebuild = getattr(type(model), "_from_config", None)
+    config = getattr(model, "config", None)
+    if not callable(rebuild) or config is None:
+        return None
+    try:
+        with torch.device("cpu"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            twin = rebuild(config)
+    except Exception:
+        return None
+    mine = {k: tuple(v.shape) for k, v in model.state_dict(keep_vars=True).items()}
+    theirs = {k: tuple(v.shape) for k, v in twin.state_dict(keep_vars=True).items()}
+    if mine != theirs:
+        return None
+    twin._unitcheck_rebuilt = True  # for the trace's note
+    return twin
+
+
 def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[nn.Module, Any]:
-    """A CPU copy of a meta model and its inputs. Weights and buffers are zeros (tracing reads
-    shapes; a branch on a value they hold is refused anyway); inputs get the values
-    :func:`to_meta` kept, else zeros (valid token ids and positions)."""
+    """A CPU copy of a meta model and its inputs: rebuilt from its config where it has one, else
+    with weights and buffers at zero (tracing reads shapes; a branch on a weight's value is
+    refused anyway); inputs get the values :func:`to_meta` kept, else zeros (valid token ids and
+    positions)."""
     import copy
 
-    cpu = copy.deepcopy(model).to_empty(device="cpu")
-    with torch.no_grad():
-        for t in [*cpu.parameters(), *cpu.buffers()]:
-            t.zero_()
+    cpu = _rebuilt_from_config(model)
+    if cpu is None:
+        cpu = copy.deepcopy(model).to_empty(device="cpu")
+        with torch.no_grad():
+            for t in [*cpu.parameters(), *cpu.buffers()]:
+                t.zero_()
     kept = _kept()
 
     def move(t: Any) -> Any:
@@ -631,8 +657,9 @@ def trace(
             errors.append(("a CPU copy", err))
         else:
             construct, _ = _describe_failure(errors[0][1])
+            how = "rebuilt from its config" if getattr(g.model, "_unitcheck_rebuilt", False) else "with zero weights"
             g.notes.append(f"the model does not run on the meta device ({construct}); traced a copy on the "
-                           "CPU with zero weights instead")
+                           f"CPU ({how}) instead")
             return g
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
