@@ -69,7 +69,7 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
 
     from unitcheck import hf
     from unitcheck.linter import lint
-    from unitcheck.tracer import trace
+    from unitcheck.tracer import to_meta, trace
 
     state: dict[str, Any] = {}
 
@@ -95,7 +95,7 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
     def build() -> dict[str, Any]:
         info: list[hf.Built] = []
         model, inputs = hf.build(model_type, device="meta", info=info)
-        state["meta"] = (model, {k: v.to("meta") for k, v in inputs.items()})
+        state["meta"] = (model, to_meta(inputs))
         b = info[0]
         state["task"] = b.task
         return {

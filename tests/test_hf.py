@@ -211,3 +211,64 @@ def test_units_verify_passes_at_hf_default_sizes(arch: str, capsys: pytest.Captu
     fp = next(line for line in out.splitlines() if line.startswith("fingerprint:"))
     matched, total = fp.split()[1].split("/")
     assert matched == total and int(total) > 0
+
+
+@needs_hf
+def test_fields_a_default_config_leaves_unset_are_completed() -> None:
+    """Some default configs leave unset what their model code reads (checkpoints set it):
+    ``head_dim`` (Ministral, Hunyuan), a vocabulary map (Emu3, Chameleon)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("ministral")
+    assert cfg.head_dim == cfg.hidden_size // cfg.num_attention_heads
+    assert make_config("nemotron").num_key_value_heads == make_config("nemotron").num_attention_heads
+    for arch in ("ministral", "emu3", "nemotron"):
+        info: list[Built] = []
+        build(arch, device="meta", info=info)
+        assert info[0].probed, (arch, info[0].tried[:2])
+
+
+@needs_hf
+def test_a_hard_coded_rotary_section_is_scaled_to_the_rotary_dim() -> None:
+    """GLM-4V's text rotary code defaults ``mrope_section`` to sizes written for its checkpoint's
+    rotary dim; the probe's failure says which sizes it needs, and the config gets them."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("glm4v_text", device="meta", info=info)
+    assert info[0].probed and "mrope_section" in info[0].plan
+    rope = model.config.rope_parameters
+    head = model.config.hidden_size // model.config.num_attention_heads
+    assert sum(rope["mrope_section"]) == head // 2
+
+
+@needs_hf
+def test_optional_inputs_the_model_asks_for_are_made_from_their_names() -> None:
+    """"You have to specify bbox", "`visual_feats` cannot be `None`": the probe's error names
+    the argument, which is made from its name and sized by the config field named after it."""
+    from unitcheck.hf import Built, build, make_config
+
+    cases = {"bros": {"bbox"}, "lxmert": {"visual_feats", "visual_pos"},
+             "decision_transformer": {"states", "actions", "returns_to_go", "timesteps"}}
+    for arch, names in cases.items():
+        info: list[Built] = []
+        _, inputs = build(arch, device="meta", info=info)
+        assert info[0].probed and set(inputs) >= names, (arch, set(inputs), info[0].tried[:2])
+    lx = make_config("lxmert")
+    _, inputs = build("lxmert", device="meta")
+    assert inputs["visual_feats"].shape[-1] == lx.visual_feat_dim and inputs["visual_pos"].shape[-1] == lx.visual_pos_dim
+    box = build("bros", device="meta")[1]["bbox"]
+    assert box.dtype == torch.long and bool((box[..., 2:] > box[..., :2]).all())
+
+
+@needs_hf
+def test_a_sub_model_class_gets_its_sub_config_and_codebook_inputs() -> None:
+    """The auto mapping pairs Musicgen's composite config with ``MusicgenForCausalLM``, whose
+    ``config_class`` is the decoder's; its ids hold one row per codebook."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("musicgen", device="meta", info=info)
+    books = model.config.num_codebooks
+    assert info[0].probed and type(model).__name__ == "MusicgenForCausalLM"
+    assert inputs["input_ids"].shape[0] == 2 * books and inputs["labels"].shape[-1] == books

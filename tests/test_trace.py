@@ -8,7 +8,7 @@ from unitcheck.models import build
 from unitcheck.fxutil import location, module_path
 from unitcheck.infer import infer_units
 from unitcheck.record import unit_of
-from unitcheck.tracer import TraceError, trace
+from unitcheck.tracer import TraceError, to_meta, trace
 
 from .cli_models import Branchy  # data-dependent branch
 
@@ -131,3 +131,68 @@ def test_meta_model_that_needs_the_cpu_is_traced_on_a_cpu_copy() -> None:
     assert {str(n.target) for n in g.compute_nodes()} >= {"aten.linear.default", "aten.mul.Tensor"}
     assert next(model.parameters()).device.type == "meta"  # the user's model is left alone
     assert infer_units(model, (torch.randn(2, 4, device="meta"),), traced=g).coverage == 1.0
+
+
+class _GridSplit(nn.Module):
+    """Vision towers split their patch rows by sizes read from ``grid_thw`` in Python."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        sizes = grid.prod(-1).tolist()
+        if sizes[0] == sizes[1]:  # a branch on the grid's values
+            return self.lin(x)
+        return torch.cat([self.lin(p) for p in torch.split(x, sizes)])
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_branch_on_an_integer_input_is_decided_by_its_value(device: str) -> None:
+    with torch.device(device):
+        model = _GridSplit()
+    inputs = (torch.randn(10, 4), torch.tensor([[1, 2, 2], [1, 2, 3]]))
+    if device == "meta":
+        inputs = to_meta(inputs)
+    g = trace(model, inputs)
+    assert any("values decided it" in note for note in g.notes)
+    targets = [str(n.target) for n in g.compute_nodes()]
+    assert "aten.split_with_sizes.default" in targets and targets.count("aten.linear.default") == 2
+    assert infer_units(model, inputs, traced=g).coverage == 1.0
+
+
+def test_branch_on_an_activation_is_still_refused_with_real_values() -> None:
+    """Real values decide branches on metadata only: a branch on a value the weights compute
+    would make the graph one path of the model."""
+    with pytest.raises(TraceError, match="data-dependent branch"):
+        trace(Branchy(), torch.randn(2, 4))
+
+
+class _PaddedByBuffer(nn.Module):
+    """Audio codecs keep conv paddings in integer buffers the constructor computes from the config."""
+
+    def __init__(self, config: dict[str, int]) -> None:
+        super().__init__()
+        self.config = config
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("pad", torch.tensor(config["pad"]), persistent=False)
+
+    @classmethod
+    def _from_config(cls, config: dict[str, int]) -> "_PaddedByBuffer":
+        return cls(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int(self.pad)
+        if n > 1:  # a branch on the buffer's value
+            x = F.pad(x, (0, 0, 0, n))
+        return self.lin(x)
+
+
+def test_a_meta_model_is_rebuilt_from_its_config_for_its_buffers_values() -> None:
+    with torch.device("meta"):
+        model = _PaddedByBuffer({"pad": 3})
+    g = trace(model, to_meta((torch.randn(5, 4),)))
+    assert any("rebuilt from its config" in note for note in g.notes)
+    assert any("values decided it" in note for note in g.notes)
+    out = g.output_nodes()[0].meta["val"]
+    assert tuple(out.shape) == (8, 4)  # padded by the buffer's value, not by a zero

@@ -601,9 +601,35 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     return cfg
 
 
+def _complete(c: Any) -> None:
+    """Fill what some default configs leave unset although their model code reads it (checkpoints
+    always set it): ``head_dim`` and ``num_key_value_heads`` (what classes that derive them
+    compute), ``vocab_size``, a missing ``pad_token_id``, a vocabulary map."""
+    heads = next((v for k in ("num_attention_heads", "num_heads", "n_head") if _is_int(v := _get(c, k)) and v > 0), None)
+    width = _main_width(c)
+    if hasattr(c, "num_attention_heads") and _get(c, "num_key_value_heads") is None and heads:
+        with contextlib.suppress(Exception):
+            c.num_key_value_heads = heads  # what classes that derive it set: one key/value head per head
+    if hasattr(c, "head_dim") and _get(c, "head_dim") is None and width and heads and width % heads == 0:
+        with contextlib.suppress(Exception):
+            c.head_dim = width // heads
+    if hasattr(c, "vocab_size") and _get(c, "vocab_size") is None and width:
+        with contextlib.suppress(Exception):
+            c.vocab_size = SMALL_DEFAULTS["vocab"]
+    if not hasattr(c, "pad_token_id"):
+        with contextlib.suppress(Exception):
+            c.pad_token_id = None
+    if dataclasses.is_dataclass(c):  # a mapping the model reads with .get() (a VQ tokenizer's vocabulary map)
+        for f in dataclasses.fields(c):
+            if getattr(c, f.name, 0) is None and str(f.type).replace(" ", "").startswith("dict") and f.name.endswith("_map"):
+                with contextlib.suppress(Exception):
+                    setattr(c, f.name, {})
+
+
 def _finish_config(cfg: Any) -> None:
     """Settings no plan should change: no cache, no pretrained backbone, valid special tokens."""
     for c in _walk(cfg):
+        _complete(c)
         if hasattr(c, "use_cache"):
             with contextlib.suppress(Exception):
                 c.use_cache = False
@@ -618,8 +644,8 @@ def _finish_config(cfg: Any) -> None:
                 with contextlib.suppress(Exception):
                     setattr(c, key, vocab - 1)
         if _get(c, "is_encoder_decoder", False):
-            for key in ("decoder_start_token_id", "pad_token_id"):
-                if _get(c, key) is None and hasattr(c, key):
+            for key in ("decoder_start_token_id", "pad_token_id"):  # set even where the class has no such field
+                if _get(c, key) is None:
                     with contextlib.suppress(Exception):
                         setattr(c, key, 0)
 
@@ -780,6 +806,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                                for name, inputs in _audio_layouts(cfg, audio, batch, g))
         if base:
             layouts.append(("input_ids", base))
+            books = _find(cfg, "num_codebooks")
+            if _is_int(books) and books > 1:  # audio-token decoders: one row per codebook (batch * codebooks, seq)
+                layouts.append(("input_ids (codebooks)", {"input_ids": ids.repeat(int(books), 1)}))
     elif main == "pixel_values":
         pixels = _image(cfg, batch, g)
         layouts.append(("pixel_values", {"pixel_values": pixels}))
@@ -805,7 +834,8 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
     if not layouts:
-        layouts.append((f"{main} (by name)", {}))
+        by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
+        layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
     for name, inputs in layouts:
         _decoder_inputs(model, cfg, inputs, ids, params)
@@ -1025,7 +1055,12 @@ def _add_labels(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.T
         n = _get(cfg, "num_labels", 2) or 2
         inputs["labels"] = torch.randint(0, int(n), (batch,), generator=g)
     elif "input_ids" in inputs and not _get(cfg, "is_encoder_decoder", False):
-        inputs["labels"] = inputs["input_ids"].clone()
+        ids_in = inputs["input_ids"]
+        books = _find(cfg, "num_codebooks")
+        if _is_int(books) and books > 1 and ids_in.dim() == 2 and ids_in.shape[0] == batch * books:
+            inputs["labels"] = ids_in.reshape(batch, int(books), -1).transpose(1, 2).contiguous()  # (batch, seq, books)
+        else:
+            inputs["labels"] = ids_in.clone()
     else:
         inputs["labels"] = ids.clone()
 
@@ -1072,8 +1107,78 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
             fake = {k: (mode.from_tensor(v.to("meta")) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
             model(**fake)
     except Exception as err:
-        return _short(err, 200)
+        line = _model_line(err)
+        return _short(err, 200) + (f" [at: {line}]" if line else "")
     return None
+
+
+def _model_line(err: BaseException) -> str:
+    """The line of model code that raised (it names the argument a ``NoneType`` error is about)."""
+    import traceback
+
+    for fr in reversed(traceback.extract_tb(err.__traceback__)):
+        if "/transformers/" in fr.filename and "/utils/" not in fr.filename:
+            return (fr.line or "").strip()[:160]
+    return ""
+
+
+# forward arguments that stand in for another input or steer the output: never made up
+_NOT_ASKED = {"kwargs", "args", "return_dict", "output_attentions", "output_hidden_states", "use_cache", "cache",
+              "past_key_values", "inputs_embeds", "decoder_inputs_embeds", "encoder_outputs", "labels",
+              "return_loss", "interpolate_pos_encoding", "logits_to_keep", "cache_position", "position_ids",
+              "head_mask", "decoder_head_mask", "cross_attn_head_mask"}
+
+
+def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[str]:
+    """Optional forward arguments the failure names ("You have to specify bbox", "`visual_feats`
+    cannot be `None`", the line ``batch = states.shape[0]`` that read one as None)."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", why))
+    params = _forward_params(model) - set(inputs) - _NOT_ASKED
+    asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
+    if not asked and "'NoneType'" in why and "attention_mask" in params:
+        asked = ["attention_mask"]  # an unnamed None where a tensor was due: the mask most code assumes
+    return asked
+
+
+def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: int, seq: int,
+                  seed: int) -> dict[str, Any]:
+    """Inputs made from their names, sized by the config field named after them where there is
+    one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
+    ``encoder_hidden_size``): boxes, positions, masks, ids and time steps, then features."""
+    g = torch.Generator().manual_seed(seed + 1)
+    ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
+    n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
+    width = _find(cfg, "hidden_size", "d_model", "n_embd", "embed_dim")
+    width = int(width) if _is_int(width) else SMALL_DEFAULTS["width"]
+
+    sizes: dict[str, int] = {}  # "<prefix>_dim" / "<prefix>_size" fields of the whole config tree
+    for _, c in _paths(cfg):
+        for k, v in vars(c).items():
+            if _is_int(v) and 0 < v <= 4096 and k.endswith(("_dim", "_size")):
+                sizes.setdefault(k.rsplit("_", 1)[0], int(v))
+
+    def dim(name: str, default: int) -> int:
+        """The field whose prefix is the longest prefix of the name (act_dim for actions)."""
+        fits = [p for p in sizes if len(p) >= 3 and name.startswith(p)]
+        return sizes[max(fits, key=len)] if fits else default
+
+    out: dict[str, Any] = {}
+    for name in names:
+        low = name.lower()
+        if low in ("bbox", "boxes", "bboxes"):
+            lo = torch.randint(0, 500, (batch, n, 2), generator=g)
+            out[name] = torch.cat([lo, lo + torch.randint(1, 500, (batch, n, 2), generator=g)], dim=-1)
+        elif low.endswith("mask"):
+            out[name] = torch.ones(batch, n, dtype=torch.long)
+        elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
+            out[name] = torch.zeros(batch, n, dtype=torch.long)
+        elif low.endswith("_pos") or low.endswith("positions"):
+            out[name] = torch.rand(batch, n, dim(name, 4), generator=g)
+        elif low.endswith(("to_go", "rewards", "reward", "returns")):
+            out[name] = torch.randn(batch, n, 1, generator=g)
+        else:
+            out[name] = torch.randn(batch, n, dim(name, width), generator=g)
+    return out
 
 
 @dataclass
@@ -1097,7 +1202,66 @@ _SIZE_INDEPENDENT = ("DataDependent", "data-dependent", "missing a required argu
 _PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised padding", "DataDependent", "data-dependent",
                  "meta tensor", "on the meta device", "out of meta")
 
-_CHOICES: dict[tuple[Any, ...], tuple[Plan, str, str, str, bool, list[str]]] = {}
+Fix = tuple[tuple[str, ...], str, Any, str]  # (path of sub-config names, field, value, what it sets)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """A candidate: plan, head, inputs layout, and what was added to make it run."""
+
+    plan: Plan
+    task: str
+    head: str
+    layout: str
+    probed: bool
+    tried: list[str]
+    fixes: tuple[Fix, ...] = ()
+    named: tuple[str, ...] = ()  # optional inputs the model's own error asked for
+
+
+_CHOICES: dict[tuple[Any, ...], _Choice] = {}
+
+
+def _paths(cfg: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    yield path, cfg
+    for name, sub in _subconfigs(cfg).items():
+        yield from _paths(sub, (*path, name))
+
+
+def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
+    """Config changes that answer a probe failure the model's own hard-coded defaults cause.
+
+    Multimodal rotary code reads ``rope_parameters.get("mrope_section", [8, 12, 12])``: a default
+    written for the checkpoint's rotary dim, which the default config (and any smaller one) does
+    not have. The split sizes the model asked for are scaled to the rotary dim it has."""
+    m = re.search(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", why)
+    if not m:
+        return ()
+    total, sizes = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
+    if len(sizes) < 2 or total < len(sizes):
+        return ()
+    scaled = [max(1, x * total // sum(sizes)) for x in sizes]
+    scaled[0] += total - sum(scaled)
+    fixes: list[Fix] = []
+    for path, c in _paths(cfg):
+        rope = _get(c, "rope_parameters")
+        if isinstance(rope, dict) and rope.get("mrope_section") != scaled:
+            fixes.append((path, "rope_parameters", {**rope, "mrope_section": scaled}, "rope_parameters.mrope_section"))
+    return tuple(fixes)
+
+
+def _apply_fixes(cfg: Any, fixes: tuple[Fix, ...]) -> Any:
+    if not fixes:
+        return cfg
+    import copy
+
+    cfg = copy.deepcopy(cfg)
+    for path, key, value, _ in fixes:
+        node = cfg
+        for part in path:
+            node = getattr(node, part)
+        setattr(node, key, value)
+    return cfg
 
 
 def CONFIG_MAPPING_CLS(model_type: str) -> Any:  # noqa: N802 (reads as the mapping it wraps)
@@ -1106,13 +1270,24 @@ def CONFIG_MAPPING_CLS(model_type: str) -> Any:  # noqa: N802 (reads as the mapp
     return CONFIG_MAPPING[model_type]
 
 
+def _for_class(cls: type, cfg: Any) -> Any:
+    """The config a model class takes: ``cfg`` itself, or its sub-config of the class's
+    ``config_class`` where the auto mapping pairs a composite config with a sub-model's class
+    (``MusicgenForCausalLM`` takes the decoder's config, ``Emu3ForCausalLM`` the text config)."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(cfg, wanted):
+        return cfg
+    return next((sub for _, sub in _paths(cfg) if isinstance(sub, wanted)), cfg)
+
+
 def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
     cls = getattr(tf, head)
+    cfg = _for_class(cls, cfg)
     model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
     return model  # type: ignore[no-any-return]
 
 
-def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> tuple[Plan, str, str, str, bool, list[str]]:
+def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> _Choice:
     """Search plans x heads x input layouts on the meta device; the first whose forward runs wins."""
     key = (model_type, tuple(sorted((k, repr(v)) for k, v in overrides.items())), batch, seq, seed)
     if key in _CHOICES:
@@ -1129,12 +1304,12 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
                       "sub-model type)")
     tried: list[str] = []
-    first: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    first: _Choice | None = None
     t0 = time.perf_counter()
     config_errors: list[str] = []
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
-    limited: tuple[Plan, str, str, str, bool, list[str]] | None = None
+    limited: _Choice | None = None
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -1156,20 +1331,39 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             try:
                 _default_language(model, cfg)
-                layouts = _input_layouts(model, cfg, labels, batch, seq, seed)
+                layouts = _input_layouts(model, _for_class(type(model), cfg), labels, batch, seq, seed)
             except Exception as err:
                 tried.append(f"{plan.name}/{head}: inputs: {_short(err, 160)}")
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = (plan, task, head, layout, False, tried)
+                    first = _Choice(plan, task, head, layout, False, tried)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 why = _probe(model, inputs)
+                fixes = _repair(cfg, why) if why is not None else ()
+                if fixes:
+                    try:
+                        with torch.device("meta"):
+                            torch.manual_seed(seed)
+                            repaired = _instantiate(tf, head, _apply_fixes(cfg, fixes))
+                        repaired.eval()
+                        if _probe(repaired, inputs) is None:
+                            choice = _Choice(plan, task, head, layout, True, tried, fixes)
+                            _CHOICES[key] = choice
+                            return choice
+                    except Exception as err:
+                        tried.append(f"{plan.name}/{head}/{layout} repaired: {_short(err, 160)}")
+                named: list[str] = []
+                current = inputs
+                while why is not None and len(named) < 4 and (asked := _asked_for(model, current, why)):
+                    named += asked  # "You have to specify bbox": give it one and try again
+                    current = {**inputs, **_named_inputs(named, cfg, inputs, batch, seq, seed)}
+                    why = _probe(model, current)
                 if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = (plan, task, head, layout, False, tried)  # export may manage what the probe cannot
+                    limited = _Choice(plan, task, head, layout, False, tried, (), tuple(named))  # export may manage it
                 if why is None:
-                    choice = (plan, task, head, layout, True, tried)
+                    choice = _Choice(plan, task, head, layout, True, tried, (), tuple(named))
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
@@ -1220,8 +1414,10 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
            device: str | torch.device, info: list[Built] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     tf = _transformers()
     with _quiet():
-        plan, task, head, layout, probed, tried = _choose(model_type, overrides, batch, seq, seed)
-        cfg = make_config(model_type, overrides, plan)
+        choice = _choose(model_type, overrides, batch, seq, seed)
+        plan, task, head, layout, probed, tried, fixes = (choice.plan, choice.task, choice.head, choice.layout,
+                                                          choice.probed, choice.tried, choice.fixes)
+        cfg = _apply_fixes(make_config(model_type, overrides, plan), fixes)
         torch.manual_seed(seed)
         try:
             ctx: Any = torch.device("meta") if str(device) == "meta" else contextlib.nullcontext()
@@ -1231,10 +1427,16 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
             raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
         model.eval()
         _default_language(model, cfg)
-        layouts = dict(_input_layouts(model, cfg, _label_kind(model_type, head), batch, seq, seed, only=layout))
+        layouts = dict(_input_layouts(model, _for_class(type(model), cfg), _label_kind(model_type, head), batch, seq,
+                                      seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
+    if choice.named:
+        inputs = {**inputs, **_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed)}
+        layout = "+".join((layout, *choice.named))
     if info is not None:
-        info.append(Built(model_type, plan.name, task, head, layout, probed, list(tried)))
+        repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})
+        name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")
+        info.append(Built(model_type, name, task, head, layout, probed, list(tried)))
     return model, inputs
 
 

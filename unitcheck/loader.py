@@ -128,6 +128,11 @@ def _on(device: str) -> Any:
 def _move(inputs: Any, device: str, where: str) -> Any:
     from torch.utils import _pytree as pytree
 
+    if device == "meta":  # the tracer keeps integer values aside (a branch on a grid size needs them)
+        from .tracer import to_meta
+
+        return to_meta(inputs)
+
     def to(t: Any) -> Any:
         if not isinstance(t, torch.Tensor) or t.device.type == device:
             return t

@@ -34,7 +34,7 @@ from .diagnostics import Location
 from .errors import UnitcheckError
 from .fxutil import frames_from_text, restore_module_paths, user_frame
 
-__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs"]
+__all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs", "to_meta"]
 
 aten = torch.ops.aten
 
@@ -278,12 +278,100 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     return spec
 
 
+class _ValueSpecialised(Exception):
+    """Export with real values read a value computed from weights or float inputs (an activation):
+    the graph would hold one branch of the model's control flow, not the model."""
+
+
+# ops whose result depends on their tensor arguments' shapes, not on their values
+_SHAPE_ONLY = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "zeros_like", "ones_like", "empty_like",
+               "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "size", "dim", "numel"}
+
+
+@dataclass
+class _Specialisation:
+    """What export with real values decided: the guarded expressions, and for every value read
+    into Python (an unbacked symbol) whether it derives from floating-point data and where."""
+
+    guarded: list[Any] = field(default_factory=list)
+    origin: dict[Any, tuple[bool, str]] = field(default_factory=dict)
+
+    def scan(self, graph: fx.Graph) -> None:
+        """Record the symbols a graph binds, before dead code (a value read only to branch on)
+        is removed. A value derives from data when a floating-point leaf (a parameter, a float
+        input or buffer) reaches it through anything but a shape query."""
+        tainted: dict[fx.Node, bool] = {}
+        for n in graph.nodes:
+            if n.op == "placeholder":
+                val = n.meta.get("val")
+                tainted[n] = isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex())
+            elif n.op == "call_function" and getattr(n.target, "__name__", "").split(".")[0] in _SHAPE_ONLY:
+                tainted[n] = False
+            else:
+                tainted[n] = any(tainted.get(a, False) for a in n.all_input_nodes)
+            for sym in n.meta.get("unbacked_bindings") or {}:
+                self.origin.setdefault(sym, (tainted[n], str(n.meta.get("stack_trace") or "")))
+
+
+@contextlib.contextmanager
+def _real_values() -> Iterator[_Specialisation]:
+    """Export with real-tensor propagation: a guard on a value export cannot know (a grid size read
+    with ``.tolist()``, a mask's ``.any()``) is decided by the example's real value instead of
+    failing. Yields what was decided, for :func:`_check_specialised`."""
+    import torch._functorch.config as functorch_config
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    spec = _Specialisation()
+    log_original = ShapeEnv._log_real_tensor_propagation
+    dce_original = fx.Graph.eliminate_dead_code
+
+    def record(self: Any, orig_expr: Any, unsound_result: Any) -> None:
+        spec.guarded.append(orig_expr)
+
+    def dce(self: fx.Graph, *args: Any, **kwargs: Any) -> bool:
+        spec.scan(self)
+        return dce_original(self, *args, **kwargs)
+
+    ShapeEnv._log_real_tensor_propagation = record  # type: ignore[method-assign]
+    fx.Graph.eliminate_dead_code = dce  # type: ignore[method-assign]
+    try:
+        with functorch_config.patch(fake_tensor_propagate_real_tensors=True,
+                                    generate_fake_kernels_from_real_mismatches=True):
+            yield spec
+    finally:
+        ShapeEnv._log_real_tensor_propagation = log_original  # type: ignore[method-assign]
+        fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
+
+
+def _check_specialised(ep: Any, spec: _Specialisation) -> str:
+    """Where the graph was specialised on a real value; raises :class:`_ValueSpecialised` when
+    such a value derives from floating-point data (weights or activations), since the graph
+    would then hold one path of the model. Values read from integer inputs and buffers are
+    metadata (grid sizes, lengths, masks, positions): specialising on them is what the example
+    asks for."""
+    spec.scan(ep.graph_module.graph)
+    symbols = {s for e in spec.guarded for s in getattr(e, "free_symbols", ())}
+    first = ""
+    for sym in sorted(symbols, key=str):
+        tainted, stack = spec.origin.get(sym, (True, ""))
+        frames = frames_from_text(stack)
+        at = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "an unknown line"
+        if tainted:
+            raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
+        first = first or f" (first at {at})"
+    return first
+
+
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
-            lower_op: Callable[[Any], bool] | None) -> TracedGraph:
+            lower_op: Callable[[Any], bool] | None, real: bool = False) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
-    # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive
-    with fx_traceback.preserve_node_meta():
+    where = ""
+    # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
+    # lowering re-runs the graph, so real values stay on for it
+    with fx_traceback.preserve_node_meta(), _real_values() if real else contextlib.nullcontext() as spec:
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
+        if spec is not None:
+            where = _check_specialised(ep, spec)
         if _needs_lowering(ep.graph_module.graph, lower_op):
             ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
@@ -321,8 +409,13 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
         if out.kind.name == "BUFFER_MUTATION":
             b = buffers.get(str(out.target))
             mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
-    return TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
-                       out_spec=ep.call_spec.out_spec)
+    g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
+                    out_spec=ep.call_spec.out_spec)
+    if real:
+        g.notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
+                       f"an integer input or buffer){where}; the example's values decided it, so the graph holds "
+                       "their branch")
+    return g
 
 
 class _DeepTracer(fx.Tracer):
@@ -415,6 +508,47 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
     return construct, loc
 
 
+def _data_dependent(err: BaseException) -> bool:
+    low = f"{type(err).__name__}: {err}".lower()
+    return "data-dependent" in low or "datadependent" in low or "guardondatadependent" in low
+
+
+def _on_meta(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    tensors = [*model.parameters(), *model.buffers(), *pytree.tree_leaves((args, kwargs))]
+    return any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in tensors)
+
+
+# the values of inputs moved to the meta device by to_meta(): a CPU copy traced with real values
+# (a data-dependent branch on a grid size) needs them back
+_KEPT_VALUES: Any = None
+
+
+def _kept() -> Any:
+    global _KEPT_VALUES
+    if _KEPT_VALUES is None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        _KEPT_VALUES = WeakIdKeyDictionary()
+    return _KEPT_VALUES
+
+
+def to_meta(inputs: Any) -> Any:
+    """``inputs`` with every tensor moved to the meta device; the values of small integer and
+    bool tensors (ids, grid sizes, lengths, masks) are kept aside, so that a model whose graph
+    depends on them can still be traced on a CPU copy."""
+    kept = _kept()
+
+    def move(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            return t
+        m = t.to("meta")
+        if not (t.is_floating_point() or t.is_complex()) and t.numel() <= 1 << 20:
+            kept[m] = t.detach().clone()
+        return m
+
+    return pytree.tree_map(move, inputs)
+
+
 _META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch",
                 "expected device meta", "same device")
 _MATERIALISE_LIMIT = 2 << 30  # bytes of weights a CPU copy may allocate
@@ -424,22 +558,54 @@ def _meta_limited(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
                   errors: list[tuple[str, BaseException]]) -> bool:
     """The model is on meta and failed for a reason the meta device causes (a tensor created on
     the CPU inside forward, a value read out of a meta tensor), and a CPU copy is affordable."""
-    tensors = [*model.parameters(), *model.buffers(), *pytree.tree_leaves((args, kwargs))]
-    on_meta = any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in tensors)
     size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     text = " ".join(f"{type(e).__name__}: {e}" for _, e in errors).lower()
-    return on_meta and size <= _MATERIALISE_LIMIT and any(k in text for k in _META_LIMITS)
+    return (_on_meta(model, args, kwargs) and size <= _MATERIALISE_LIMIT
+            and (any(k in text for k in _META_LIMITS) or _data_dependent(errors[0][1])))
+
+
+def _rebuilt_from_config(model: nn.Module) -> nn.Module | None:
+    """A CPU twin built from the model's config (the Hugging Face convention ``_from_config``):
+    its buffers hold the values the constructor computes (conv paddings, strides, rotary tables),
+    which a meta model never had and a branch on them needs. None when the twin differs."""
+    rebuild = getattr(type(model), "_from_config", None)
+    config = getattr(model, "config", None)
+    if not callable(rebuild) or config is None:
+        return None
+    try:
+        with torch.device("cpu"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            twin = rebuild(config)
+    except Exception:
+        return None
+    mine = {k: tuple(v.shape) for k, v in model.state_dict(keep_vars=True).items()}
+    theirs = {k: tuple(v.shape) for k, v in twin.state_dict(keep_vars=True).items()}
+    if mine != theirs:
+        return None
+    twin._unitcheck_rebuilt = True  # for the trace's note
+    return twin
 
 
 def _materialise_on_cpu(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[nn.Module, Any]:
-    """A CPU copy of a meta model (weights uninitialised: tracing reads shapes, not values) and
-    its inputs (zeros: valid token ids and positions)."""
+    """A CPU copy of a meta model and its inputs: rebuilt from its config where it has one, else
+    with weights and buffers at zero (tracing reads shapes; a branch on a weight's value is
+    refused anyway); inputs get the values :func:`to_meta` kept, else zeros (valid token ids and
+    positions)."""
     import copy
 
-    cpu = copy.deepcopy(model).to_empty(device="cpu")
+    cpu = _rebuilt_from_config(model)
+    if cpu is None:
+        cpu = copy.deepcopy(model).to_empty(device="cpu")
+        with torch.no_grad():
+            for t in [*cpu.parameters(), *cpu.buffers()]:
+                t.zero_()
+    kept = _kept()
 
     def move(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and t.device.type == "meta":
+            value = kept.get(t)
+            if value is not None and value.shape == t.shape and value.dtype == t.dtype:
+                return value.clone()
             return torch.zeros(t.shape, dtype=t.dtype)
         return t
 
@@ -551,6 +717,14 @@ def trace(
                 raise
             except Exception as err:  # export raises many types; all become one TraceError
                 errors.append(("torch.export", err))
+            if _data_dependent(errors[-1][1]) and not _on_meta(model, args, kwargs):
+                try:
+                    g = _export(model, args, kwargs, dynamic, lower_op, real=True)
+                    g.trace_seconds = time.perf_counter() - t0
+                    _note_autocast(g, rewritten)
+                    return g
+                except Exception as err:
+                    errors.append(("torch.export with real values", err))
         if method in ("auto", "fx"):
             try:
                 g = _symbolic(model, args, kwargs)
@@ -564,17 +738,28 @@ def trace(
             except Exception as err:
                 errors.append(("symbolic tracing", err))
     if _meta_limited(model, args, kwargs, errors):
+        value_branch = _data_dependent(errors[0][1])
         try:
-            g = trace(*_materialise_on_cpu(model, args, kwargs), method=method, dynamic=dynamic,
-                      lower_op=lower_op, training=training)
+            cpu, (cargs, ckwargs) = _materialise_on_cpu(model, args, kwargs)
+            if value_branch and method != "fx":  # straight to real values: a plain export fails again
+                with _mode(cpu, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions():
+                    g = _export(cpu, cargs, ckwargs, dynamic, lower_op, real=True)
+                g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
+            else:
+                g = trace(cpu, (cargs, ckwargs), method=method, dynamic=dynamic, lower_op=lower_op,
+                          training=training)
         except TraceError as err:  # the CPU copy's failure is the one that matters
-            raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
+            if not value_branch:
+                raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
+            errors.append(("a CPU copy", err))
         except Exception as err:  # the copy itself failed: report the meta failure with it
             errors.append(("a CPU copy", err))
         else:
             construct, _ = _describe_failure(errors[0][1])
+            how = "rebuilt from its config" if getattr(g.model, "_unitcheck_rebuilt", False) else "with zero weights"
             g.notes.append(f"the model does not run on the meta device ({construct}); traced a copy on the "
-                           "CPU with uninitialised weights instead")
+                           f"CPU ({how}) instead")
             return g
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
