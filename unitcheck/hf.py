@@ -362,10 +362,6 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
             continue
         low = key.lower()
         kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
-        if value is None and kv_like and new_heads:
-            # an unset KV-head count means one per head, but some model classes divide by it (Nemotron)
-            out[key] = new_heads
-            continue
         if value is None or isinstance(value, bool):
             continue
         if decl is None and not kv_like and "rope" not in low and key not in per_layer:
