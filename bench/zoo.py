@@ -123,7 +123,9 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
 
     def cpu_model() -> tuple[Any, dict[str, Any]]:
         if "cpu" not in state:
-            state["cpu"] = hf.build(model_type, device="cpu")
+            info: list[hf.Built] = []
+            state["cpu"] = hf.build(model_type, device="cpu", info=info)
+            state.setdefault("task", info[0].task)
         return state["cpu"]  # type: ignore[no-any-return]
 
     def verify() -> dict[str, Any]:
@@ -182,6 +184,9 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
     for name, fn in order:
         if name not in stages:
             continue
+        if name == "rewrite" and "task" not in state:
+            with contextlib.suppress(Exception):  # no build stage in this run: the CPU build says the task
+                cpu_model()
         if name == "rewrite" and state.get("task") not in (None, "causal_lm"):
             skip([name], f"not a causal LM ({state.get('task')})")
             continue
