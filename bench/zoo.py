@@ -123,7 +123,9 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
 
     def cpu_model() -> tuple[Any, dict[str, Any]]:
         if "cpu" not in state:
-            state["cpu"] = hf.build(model_type, device="cpu")
+            info: list[hf.Built] = []
+            state["cpu"] = hf.build(model_type, device="cpu", info=info)
+            state.setdefault("task", info[0].task)
         return state["cpu"]  # type: ignore[no-any-return]
 
     def verify() -> dict[str, Any]:
@@ -182,6 +184,9 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
     for name, fn in order:
         if name not in stages:
             continue
+        if name == "rewrite" and "task" not in state:
+            with contextlib.suppress(Exception):  # no build stage in this run: the CPU build says the task
+                cpu_model()
         if name == "rewrite" and state.get("task") not in (None, "causal_lm"):
             skip([name], f"not a causal LM ({state.get('task')})")
             continue
@@ -258,10 +263,33 @@ def entry_status(entry: dict[str, Any]) -> str:
     return "ok"
 
 
-def needs_run(entry: dict[str, Any] | None, key: str, rerun_failed: bool) -> bool:
-    if entry is None or entry.get("settings") != key:
+def needs_run(entry: dict[str, Any] | None, stages: Sequence[str], timeout: float, rerun_failed: bool) -> bool:
+    """Whether ``stages`` of a type must run: one is missing, was run with other settings, or
+    (``rerun_failed``) did not succeed. A stage record carries its own settings key; records
+    from before that carry the entry's key, computed over the stages that run had."""
+    if entry is None:
         return True
-    return rerun_failed and entry_status(entry) != "ok"
+    recs = entry.get("stages", {})
+    for name in stages:
+        rec = recs.get(name)
+        if rec is None:
+            return True
+        wanted = settings_key([name], timeout) if "settings" in rec else settings_key([s for s in STAGES if s in recs], timeout)
+        if rec.get("settings", entry.get("settings")) != wanted:
+            return True
+        if rerun_failed and rec["status"] not in ("ok", "skipped"):
+            return True
+    return False
+
+
+def merge(old: dict[str, Any] | None, records: dict[str, dict[str, Any]], stages: Sequence[str],
+          timeout: float) -> dict[str, dict[str, Any]]:
+    """This run's stage records over the stored ones: a stage not run now keeps its record (a
+    verify-only run keeps the build, trace and lint of the last full run)."""
+    for name, rec in records.items():
+        rec["settings"] = settings_key([name], timeout)
+    kept = {k: v for k, v in (old or {}).get("stages", {}).items() if k not in stages}
+    return {name: {**kept, **records}[name] for name in STAGES if name in kept or name in records}
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -551,7 +579,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     store["types_in_mapping"], store["with_base_model"] = len(types), len(base)
     key = settings_key(stages, args.timeout)
     chosen = choose(types, args.only, args.sample, args.seed)
-    todo = [t for t in chosen if args.rerun or needs_run(store["entries"].get(t), key, not args.keep_failed)]
+    todo = [t for t in chosen
+            if args.rerun or needs_run(store["entries"].get(t), stages, args.timeout, not args.keep_failed)]
     print(f"zoo: {len(chosen)} types chosen, {len(todo)} to run (stages {','.join(stages)}, {args.jobs} job(s), "
           f"{args.timeout:.0f} s limit)", flush=True)
     t0 = time.time()
@@ -571,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         def done(mt: str, records: dict[str, dict[str, Any]]) -> None:
             if mt in running:
                 running.remove(mt)
+            records = merge(store["entries"].get(mt), records, stages, args.timeout)
             entry = {"settings": key, "base_model": mt in base, "stages": records, "finished": time.time()}
             store["entries"][mt] = entry
             save_store(args.store, store)

@@ -10,7 +10,7 @@ import torch
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
 from unitcheck.units import Unit
-from unitcheck.values import INDEX, Index, UnitValue
+from unitcheck.values import INDEX, Index, Poly, UnitValue
 
 from ._util import first, funcs, nonlinear, ops
 
@@ -41,6 +41,26 @@ def degree_one(ctx: RuleContext) -> UnitValue:
     Example: ``x.pow(2).mean(-1, keepdim=True)`` has u(x)^2.
     Fix: none.
     """
+    return first(ctx)
+
+
+@rule(ops("grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "_grid_sampler_2d_cpu_fallback"), funcs(F.grid_sample))
+def grid_sample(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``grid_sample`` interpolates the input at the grid's coordinates: the output
+    has u(input); the grid must be dimensionless (UC204 otherwise).
+    Why it matters: bilinear (or nearest) interpolation is linear in the sampled values, so it
+    commutes with rescaling them; the coordinates, normalised to [-1, 1], are positions: scaling
+    them moves every sample elsewhere.
+    Example: ``F.grid_sample(value, reference_points + offsets)`` in deformable attention, where
+    ``offsets`` come straight out of a linear layer.
+    Fix: bound the coordinates (tanh, a sigmoid) or divide the offsets by a scale of their unit.
+    """
+    grid = ctx.arg(1, "grid")
+    ug = ctx.u(grid)
+    if not isinstance(ug, (Index, Poly)) and not ctx.to_dimensionless(ug):
+        return ctx.violation("UC204", f"grid_sample at coordinates of unit {ug}", {"grid": ug},
+                             consumed=[first(ctx), ug])
     return first(ctx)
 
 

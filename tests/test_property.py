@@ -59,6 +59,9 @@ GRAMMAR: list[Op] = [
     # oracle can always observe a mismatch (a sign-based condition on abs(x) would not)
     ("where_mask", 2, None, lambda n, p, a, b: torch.where(torch.arange(D) % 2 == 0, a, b)),
     ("clamp_min0", 1, None, lambda n, p, a: a.clamp(min=0.0)),
+    ("repeat_interleave", 1, None, lambda n, p, a: a.repeat_interleave(2, dim=1)[:, ::2]),
+    ("grid_sample", 2, None, lambda n, p, a, b: F.grid_sample(
+        a.unsqueeze(1), torch.tanh(torch.stack([b, b.flip(-1)], -1)), align_corners=False).squeeze(1)),
     ("linear", 1, (D, D), lambda n, p, a: F.linear(a, p)),
     ("linear_bias", 1, (D, D), lambda n, p, a: F.linear(a, p, n.bias_for(p))),
     ("einsum", 1, (D, D), lambda n, p, a: torch.einsum("btd,de->bte", a, p)),

@@ -73,11 +73,26 @@ def test_stages_of_one_type_and_page_row(tmp_path: Path) -> None:
 
 
 def test_needs_run_reruns_missing_failed_and_stale_entries() -> None:
-    ok = {"settings": "a", "stages": {"build": {"status": "ok"}}}
-    failed = {"settings": "a", "stages": {"build": {"status": "fail"}}}
-    assert zoo.needs_run(None, "a", True)
-    assert not zoo.needs_run(ok, "a", True) and zoo.needs_run(ok, "b", True)
-    assert zoo.needs_run(failed, "a", True) and not zoo.needs_run(failed, "a", False)
+    key = zoo.settings_key(["build"], 60.0)
+    ok = {"settings": "x", "stages": {"build": {"status": "ok", "settings": key}}}
+    failed = {"settings": "x", "stages": {"build": {"status": "fail", "settings": key}}}
+    assert zoo.needs_run(None, ["build"], 60.0, True)
+    assert not zoo.needs_run(ok, ["build"], 60.0, True) and zoo.needs_run(ok, ["build"], 30.0, True)
+    assert zoo.needs_run(ok, ["build", "verify"], 60.0, True)  # a stage never run
+    assert zoo.needs_run(failed, ["build"], 60.0, True) and not zoo.needs_run(failed, ["build"], 60.0, False)
+    # a record from before per-stage keys: the entry's key over the stages it ran
+    old = {"settings": zoo.settings_key(["build", "trace"], 60.0),
+           "stages": {"build": {"status": "ok"}, "trace": {"status": "ok"}}}
+    assert not zoo.needs_run(old, ["build", "trace"], 60.0, True) and zoo.needs_run(old, ["build"], 90.0, True)
+
+
+def test_a_run_of_some_stages_keeps_the_others() -> None:
+    old = {"stages": {s: {"status": "ok", "seconds": 1.0} for s in ("build", "trace", "lint")}}
+    merged = zoo.merge(old, {"verify": {"status": "fail", "seconds": 9.0}}, ["verify"], 60.0)
+    assert list(merged) == ["build", "trace", "lint", "verify"] and merged["verify"]["status"] == "fail"
+    assert merged["verify"]["settings"] == zoo.settings_key(["verify"], 60.0)
+    again = zoo.merge({"stages": merged}, {"build": {"status": "ok", "seconds": 2.0}}, ["build"], 60.0)
+    assert again["build"]["seconds"] == 2.0 and again["verify"]["status"] == "fail"
 
 
 @needs_hf

@@ -200,6 +200,24 @@ def _uc302() -> tuple[nn.Module, Any]:
     return MSELoss(), (torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g))
 
 
+class Sampler(nn.Module):  # UC204: grid_sample at unitful coordinates; bounded ones are fine
+    def __init__(self) -> None:
+        super().__init__()
+        self.value = nn.Linear(8, 8)
+        self.offsets = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v = self.value(x).repeat_interleave(2, dim=1)[:, ::2].permute(0, 3, 1, 2)  # (N, C, H, W)
+        off = self.offsets(x)  # (N, H, W, 2), the unit of the offsets' weight
+        bounded = torch.tanh(canonical(off))  # dimensionless coordinates: the fix
+        return F.grid_sample(v, off, align_corners=False), F.grid_sample(v, bounded, align_corners=False)
+
+
+@fixture("uc204_grid_sample")
+def _uc204_grid() -> tuple[nn.Module, Any]:
+    return Sampler(), torch.randn(2, 4, 4, 8, generator=_g())
+
+
 class Determinant(nn.Module):  # UC901: no rule for linalg_det
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(torch.linalg.det(x))
