@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import sys
-import warnings
 from collections.abc import Iterator, Sequence
 
 from .errors import UnitcheckError, UsageError
@@ -177,19 +176,14 @@ def _library_warnings(verbose: bool) -> Iterator[None]:
     if verbose:
         yield
         return
-    loggers = [logging.getLogger(name) for name in _LIBRARY_LOGGERS]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
+    from .quiet import quiet_loggers
+
     env = os.environ.get("TRANSFORMERS_VERBOSITY")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # transformers sets its level on import
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_loggers(_LIBRARY_LOGGERS, logging.ERROR):
             yield
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
         if env is None:
             os.environ.pop("TRANSFORMERS_VERBOSITY", None)
 

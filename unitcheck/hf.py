@@ -24,11 +24,9 @@ import contextlib
 import dataclasses
 import difflib
 import inspect
-import logging
 import os
 import re
 import time
-import warnings
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -37,6 +35,7 @@ import torch
 from torch import nn
 
 from .errors import UnitcheckError
+from .quiet import quiet_loggers
 from .validate import check_override
 
 __all__ = ["build", "HFError", "SMALL_DEFAULTS", "parse_value", "make_config", "resolve_type", "model_types", "Built"]
@@ -87,18 +86,9 @@ def _quiet() -> Iterator[None]:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = ("transformers", "torchao", "torch.utils._pytree", "torch", "torch._subclasses.fake_tensor")
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        # the meta probe's failures are expected: fake-tensor dispatch logs them at ERROR
-        lg.setLevel(logging.CRITICAL)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, lv in zip(loggers, levels):
-            lg.setLevel(lv)
+    # the meta probe's failures are expected: fake-tensor dispatch logs them at ERROR
+    with quiet_loggers(names):
+        yield
 
 
 def _transformers() -> Any:

@@ -33,6 +33,7 @@ from torch.utils import _pytree as pytree
 from .diagnostics import Location
 from .errors import UnitcheckError
 from .fxutil import frames_from_text, restore_module_paths, user_frame
+from .quiet import quiet_loggers
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs", "to_meta"]
 
@@ -141,18 +142,9 @@ def _decomposition_table() -> Any:
 def _quiet() -> Iterator[None]:
     """Export logs warnings and graph dumps on failure; the TraceError says what matters."""
     names = [n for n in logging.root.manager.loggerDict if n == "torch" or n.startswith("torch.")]
-    loggers = [logging.getLogger(n) for n in ["torch", *names]]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
-    try:
-        # export prints the partial graph to stderr when it fails; the TraceError says what matters
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, lv in zip(loggers, levels):
-            lg.setLevel(lv)
+    # export prints the partial graph to stderr when it fails; the TraceError says what matters
+    with quiet_loggers(["torch", *names]), contextlib.redirect_stderr(io.StringIO()):
+        yield
 
 
 @contextlib.contextmanager

@@ -207,6 +207,17 @@ def load_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0][:160]}" if lines else type(err).__name__
 
 
+def read_torch_file(path: str, what: str) -> Any:
+    """``torch.load`` of a user's file with ``weights_only``; a file torch cannot read (truncated,
+    another format, a pickle that holds code) raises InputError naming it."""
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise InputError(f"{path} is not a readable {what}, truncated or damaged ({load_error(err)})") from None
+
+
 def read_json(path: str, what: str) -> Any:
     """A JSON file's content; every failure names ``path`` and says what the file should be."""
     try:

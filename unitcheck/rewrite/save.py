@@ -14,7 +14,14 @@ from torch import nn
 
 from ..errors import UnitcheckError
 from ..fsutil import atomic_path, atomic_write_text
-from ..validate import InputError, check_example_inputs, load_error, read_json, state_dict_mismatch
+from ..validate import (
+    InputError,
+    check_example_inputs,
+    load_error,
+    read_json,
+    read_torch_file,
+    state_dict_mismatch,
+)
 
 __all__ = ["save_rewritten", "load_rewritten", "load", "MANIFEST", "RewriteDirError", "WEIGHT_FILES",
            "OUTPUT_FILES"]
@@ -140,11 +147,7 @@ def load_rewritten(directory: str) -> tuple[nn.Module, Any]:
     if not os.path.isfile(ipath):
         raise RewriteDirError(f"{ipath} is missing; {_REGENERATE}")
     try:
-        example = torch.load(ipath, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise RewriteDirError(f"{ipath} is not a readable tensor file, truncated or damaged "
-                              f"({load_error(err)}); {_REGENERATE}") from None
-    try:
+        example = read_torch_file(ipath, "tensor file")
         check_example_inputs(example, ipath)
     except InputError as err:
         raise RewriteDirError(f"{err}; {_REGENERATE}") from None

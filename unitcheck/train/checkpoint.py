@@ -9,7 +9,7 @@ import torch
 
 from ..errors import UnitcheckError
 from ..fsutil import atomic_path
-from ..validate import load_error
+from ..validate import InputError, read_torch_file
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_training_state", "CheckpointError", "CHECKPOINT"]
 
@@ -37,10 +37,9 @@ def load_checkpoint(path: str) -> dict[str, Any]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise CheckpointError(f"{path} is not a readable checkpoint, truncated or damaged "
-                              f"({load_error(err)}): start the run over with --overwrite") from None
+        state = read_torch_file(path, "checkpoint")
+    except InputError as err:
+        raise CheckpointError(f"{err}: start the run over with --overwrite") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds a {type(state).__name__}, not a unitcheck checkpoint")
     return state
