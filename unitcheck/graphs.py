@@ -52,6 +52,8 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
     def inside(path: str) -> bool:
         return path != here and (here == "" or path.startswith(here + "."))
 
+    if not _same_shape(a, b):  # a residual adds two values of one shape; a mask broadcasts
+        return None
     for stream, branch in ((a, b), (b, a)):
         if order[stream] > order[branch] or not is_ancestor(stream, branch, order):
             continue
@@ -67,6 +69,16 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
                     seen.add(p)
                     queue.append(p)
     return None
+
+
+def _same_shape(a: fx.Node, b: fx.Node) -> bool:
+    """Do two recorded values have the same shape (symbolic sizes compared by name)? Unknown
+    shapes count as the same."""
+    va, vb = a.meta.get("val"), b.meta.get("val")
+    shape_a, shape_b = getattr(va, "shape", None), getattr(vb, "shape", None)
+    if shape_a is None or shape_b is None:
+        return True
+    return len(shape_a) == len(shape_b) and all(str(x) == str(y) for x, y in zip(shape_a, shape_b))
 
 
 def residual_adds(graph: fx.Graph) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
