@@ -119,8 +119,9 @@ def _branch_kind(part: fx.Node, stream: fx.Node) -> str:
 
 
 def _submodule_branch(n: fx.Node, stream: fx.Node, here: str) -> bool:
-    """Is ``n`` computed from the stream in a submodule of ``here`` (not inline)?"""
-    return any((p := module_path(m)) != here and (here == "" or p.startswith(here + "."))
+    """Is ``n`` computed from the stream in another module than ``here`` and its parents (a
+    submodule or one beside it), not inline? (The test ``graphs.residual_pair`` makes.)"""
+    return any((p := module_path(m)) != here and p != "" and not here.startswith(p + ".")
                for m in _branch_nodes(n, stream))
 
 
