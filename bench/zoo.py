@@ -2,7 +2,8 @@
 
 Each type goes through the stages ``build`` (``hf:<type>`` on the meta device), ``trace``,
 ``lint`` (unit inference and violations), ``verify`` (the oracle and the radial fingerprint on a
-CPU build) and, for causal language models, ``rewrite`` (GCT) followed by a lint of the result.
+CPU build), ``identity`` (the null rewrite, compared bit for bit with the model in eval and training
+mode) and, for causal language models, ``rewrite`` (GCT; ok only when the result lints clean).
 Every stage records a status (ok / fail = a one-line user-facing error / error = an internal
 exception / timeout / skipped), its seconds and a one-line reason. Results go to a resumable JSON
 store (one entry per type; a rerun redoes only missing, failed or stale entries, stale meaning run
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("build", "trace", "lint", "verify", "rewrite")
+STAGES = ("build", "trace", "lint", "verify", "identity", "rewrite")
 STORE = ROOT / "docs" / "zoo.json"
 PAGE = ROOT / "docs" / "zoo.md"
 STORE_VERSION = 1
@@ -160,7 +161,22 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
             out["reason"] = _one_line("; ".join(bits) or "oracle not ok")
         return out
 
+    def identity() -> dict[str, Any]:
+        """The null rewrite: regenerated code equal to the model bit for bit (eval and train)."""
+        from unitcheck.rewrite.api import rewrite as regenerate
+        from unitcheck.rewrite.equal import differences
+
+        model, inputs = cpu_model()
+        res = regenerate(model, inputs, to="identity")
+        diffs = [d for training in (False, True) for d in differences(model, res.module, inputs, training)]
+        out: dict[str, Any] = {"differences": len(diffs), "two_graphs": "_forward_train" in res.source}
+        if diffs:
+            out["status"] = "fail"
+            out["reason"] = _one_line(f"{len(diffs)} differences, first {diffs[0]}")
+        return out
+
     def rewrite() -> dict[str, Any]:
+        """GCT, as `unitcheck rewrite` judges it: ok only with zero violations left."""
         from unitcheck.rewrite.api import rewrite as gct
 
         model, inputs = cpu_model()
@@ -171,15 +187,18 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
             "unhandled": [_one_line(u, 120) for u in res.gct.unhandled][:5],
             "violations_after": after.by_rule(),
         }
-        if res.gct.unhandled or res.gct.residuals_rewritten < res.gct.residuals:
+        if res.gct.unhandled or res.gct.residuals_rewritten < res.gct.residuals or after.violations:
             out["status"] = "fail"
-            out["reason"] = _one_line(f"{res.gct.residuals_rewritten}/{res.gct.residuals} residual adds rewritten; "
-                                      f"unhandled: {'; '.join(map(str, res.gct.unhandled[:2]))}")
+            left = [f"{u['module']}: {u['reason']}" for u in res.gct.unhandled[:2]]
+            left += [f"{v.rule} {v.module or '<root>'}" for v in after.violations[:3]]
+            out["reason"] = _one_line(f"incomplete: {res.gct.residuals_rewritten}/{res.gct.residuals} residual adds "
+                                      f"rewritten; left: {'; '.join(left)}")
         return out
 
     torch.manual_seed(0)
-    order = [("build", build), ("trace", do_trace), ("lint", do_lint), ("verify", verify), ("rewrite", rewrite)]
-    needs = {"trace": "build", "lint": "trace", "rewrite": None, "verify": None}
+    order = [("build", build), ("trace", do_trace), ("lint", do_lint), ("verify", verify), ("identity", identity),
+             ("rewrite", rewrite)]
+    needs = {"trace": "build", "lint": "trace", "rewrite": None, "verify": None, "identity": None}
     done: dict[str, bool] = {}
     for name, fn in order:
         if name not in stages:
@@ -195,7 +214,7 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
             skip([name], f"{dep} did not succeed")
             done[name] = False
             continue
-        if name in ("verify", "rewrite") and not done.get("build", "build" not in stages):
+        if name in ("verify", "identity", "rewrite") and not done.get("build", "build" not in stages):
             skip([name], "build did not succeed")
             continue
         done[name] = stage(name, fn)
@@ -423,6 +442,7 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
     verified = [e["stages"]["verify"] for e in entries.values() if e.get("stages", {}).get("verify", {}).get("checked") is not None]
     fps = [v["fingerprint"] for v in verified if v.get("fingerprint")]
     rewrites = [e["stages"]["rewrite"] for e in entries.values() if e.get("stages", {}).get("rewrite", {}).get("status") not in (None, "skipped")]
+    identities = [e["stages"]["identity"] for e in entries.values() if e.get("stages", {}).get("identity", {}).get("status") not in (None, "skipped")]
     errors = sorted((t, name) for t, e in entries.items() for name, st in e.get("stages", {}).items() if st["status"] == "error")
     statuses = Counter(st["status"] for e in entries.values() for st in e.get("stages", {}).values())
     return {
@@ -444,6 +464,8 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
         "fingerprint_all_match": sum(f["matched"] == f["total"] for f in fps),
         "generators": sum(f["total"] for f in fps),
         "generators_matched": sum(f["matched"] for f in fps),
+        "identities": len(identities),
+        "identities_equal": sum(i["status"] == "ok" for i in identities),
         "rewrites": len(rewrites),
         "rewrites_ok": sum(r["status"] == "ok" for r in rewrites),
         "internal_errors": len(errors),
@@ -481,7 +503,8 @@ def render(store: dict[str, Any]) -> str:
         f"| coverage 100% | {s['coverage_100']}/{s['linted']} linted models (the rest name their uncovered ops below) |",
         f"| oracle agreements | {s['oracle_agree']}/{s['verified']} models verified; {s['nodes_agreed']}/{s['nodes_checked']} nodes |",
         f"| fingerprint matches | {s['fingerprint_all_match']}/{s['fingerprint_models']} models with a loss; {s['generators_matched']}/{s['generators']} generators |",
-        f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete |",
+        f"| null rewrites (`--to identity`) | {s['identities_equal']}/{s['identities']} equal bit for bit (eval and train: outputs, gradients, buffers) |",
+        f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete (zero violations left) |",
         f"| internal errors | {s['internal_errors']}{(': ' + ', '.join(s['internal_error_list'][:20])) if s['internal_errors'] else ''} |",
         f"| timeouts | {s['timeouts']} |",
         f"| wall time | last run {run.get('wall_seconds', 0):.0f} s with {run.get('jobs', '?')} job(s), "
@@ -494,13 +517,15 @@ def render(store: dict[str, Any]) -> str:
         "",
         "## Types",
         "",
-        "| type | status | head | nodes | coverage | uncovered ops | violations | oracle | fingerprint | rewrite | seconds | reason |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| type | status | head | nodes | coverage | uncovered ops | violations | oracle | fingerprint | identity | rewrite | seconds | reason |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for t in sorted(store["entries"]):
         e = store["entries"][t]
         st = e.get("stages", {})
-        b, lt, v, rw = (st.get(k, {}) for k in ("build", "lint", "verify", "rewrite"))
+        b, lt, v, idn, rw = (st.get(k, {}) for k in ("build", "lint", "verify", "identity", "rewrite"))
+        ids = ("equal" if idn.get("status") == "ok" else f"{idn['differences']} diffs") if "differences" in idn \
+            else ("" if idn.get("status") in (None, "skipped") else idn["status"])
         nodes = lt.get("nodes", st.get("trace", {}).get("nodes", ""))
         cov = f"{100 * lt['coverage']:.1f}%" if "coverage" in lt else ""
         unc = ", ".join(f"`{k}`" for k in sorted(lt.get("uncovered") or {})) if lt else ""
@@ -515,7 +540,7 @@ def render(store: dict[str, Any]) -> str:
         head = b.get("head", "")
         base = "" if e.get("base_model") else " (no base model)"
         lines.append(" | ".join([
-            f"| `{t}`{base}", entry_status(e), head, str(nodes), cov, unc, viol, orc, fps, rws, secs,
+            f"| `{t}`{base}", entry_status(e), head, str(nodes), cov, unc, viol, orc, fps, ids, rws, secs,
             reason.replace("|", "\\|")[:300] + " |",
         ]))
     return "\n".join(lines) + "\n"

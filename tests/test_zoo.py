@@ -60,16 +60,17 @@ def test_time_limit_kills_the_worker_and_records_the_stage(tmp_path: Path) -> No
 def test_stages_of_one_type_and_page_row(tmp_path: Path) -> None:
     """The stages in-process (no worker): build, trace and lint data as the page shows them."""
     records: list[dict[str, Any]] = []
-    zoo.run_type("llama", ["build", "trace", "lint", "rewrite"], records.append)
+    zoo.run_type("llama", ["build", "trace", "lint", "identity", "rewrite"], records.append)
     done = {r["stage"]: r for r in records if r["status"] != "running"}
     assert [done[s]["status"] for s in ("build", "trace", "lint")] == ["ok", "ok", "ok"], done
     assert done["build"]["task"] == "causal_lm" and done["build"]["plan"] == "small"
     assert done["lint"]["coverage"] == 1.0 and done["lint"]["violations"]
-    assert done["rewrite"]["status"] in STATUSES - {"skipped"}  # a causal LM is rewritten
+    assert done["identity"]["status"] == "ok" and done["identity"]["differences"] == 0  # the null rewrite
+    assert done["rewrite"]["status"] == "ok" and done["rewrite"]["violations_after"] == {}  # clean GCT
     store = {"version": zoo.STORE_VERSION, "runs": [], "entries": {
         "llama": {"settings": "x", "base_model": True, "stages": done}}}
     row = next(line for line in zoo.render(store).splitlines() if line.startswith("| `llama`"))
-    assert "LlamaForCausalLM" in row and "100.0%" in row
+    assert "LlamaForCausalLM" in row and "100.0%" in row and "| equal |" in row
 
 
 def test_needs_run_reruns_missing_failed_and_stale_entries() -> None:

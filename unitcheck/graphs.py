@@ -42,16 +42,19 @@ def is_ancestor(a: fx.Node, b: fx.Node, order: dict[fx.Node, int] | None = None)
 
 
 def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tuple[fx.Node, fx.Node] | None:
-    """(stream, branch) when ``add`` is a residual: the branch is computed from the stream inside
-    a submodule of the add's module (``x + self.attn(ln(x))``), not inline (``x + 0.04 * x**3``
-    is a plain combine)."""
+    """(stream, branch) when ``add`` is a residual: the branch is computed from the stream in
+    another module than the add's own code: a submodule (``x + self.attn(ln(x))``) or a module
+    beside it (a ``Residual`` wrapper whose forward only adds, as x-transformers writes it); not
+    inline in the add's module or its parents (``x + 0.04 * x**3`` is a plain combine)."""
     if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
         return None
     here = module_path(add)
 
     def inside(path: str) -> bool:
-        return path != here and (here == "" or path.startswith(here + "."))
+        return path != here and path != "" and not here.startswith(path + ".")
 
+    if not _same_shape(a, b):  # a residual adds two values of one shape; a mask broadcasts
+        return None
     for stream, branch in ((a, b), (b, a)):
         if order[stream] > order[branch] or not is_ancestor(stream, branch, order):
             continue
@@ -67,6 +70,16 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
                     seen.add(p)
                     queue.append(p)
     return None
+
+
+def _same_shape(a: fx.Node, b: fx.Node) -> bool:
+    """Do two recorded values have the same shape (symbolic sizes compared by name)? Unknown
+    shapes count as the same."""
+    va, vb = a.meta.get("val"), b.meta.get("val")
+    shape_a, shape_b = getattr(va, "shape", None), getattr(vb, "shape", None)
+    if shape_a is None or shape_b is None:
+        return True
+    return len(shape_a) == len(shape_b) and all(str(x) == str(y) for x, y in zip(shape_a, shape_b))
 
 
 def residual_adds(graph: fx.Graph) -> list[tuple[fx.Node, fx.Node, fx.Node]]:

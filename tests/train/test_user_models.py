@@ -56,3 +56,30 @@ def test_bad_data_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     code = main(_train(tmp_path, "--data", str(path), "--seq-len", "16", "--n-layer", "1", "--n-embd", "16"))
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and why in err, err
+
+
+def test_transformers_style_forward_gets_labels_by_keyword() -> None:
+    """``forward(input_ids, attention_mask=None, labels=None)`` (a transformers model or a rewrite
+    of one) is called with keywords, and its loss is found in a ModelOutput or a tuple."""
+    import torch
+    from torch import nn
+
+    from unitcheck.train.loop import _loss
+
+    class Output(dict):  # type: ignore[type-arg]
+        @property
+        def loss(self) -> torch.Tensor:
+            return self["loss"]  # type: ignore[no-any-return]
+
+    class HFStyle(nn.Module):
+        def forward(self, input_ids, attention_mask=None, labels=None):  # type: ignore[no-untyped-def]
+            assert attention_mask is None and labels is not None
+            return Output(loss=(input_ids - labels).float().abs().sum() + 1.0)
+
+    class Rewritten(nn.Module):  # what rewrite writes for it: the flat tuple (loss, logits)
+        def forward(self, input_ids, labels):  # type: ignore[no-untyped-def]
+            return (input_ids.float().mean() * 0 + 2.0, input_ids.float())
+
+    x = torch.arange(6).view(1, 6)
+    assert float(_loss(HFStyle(), x, x + 1)) == 1.0  # labels are the window (the model shifts them)
+    assert float(_loss(Rewritten(), x, x + 1)) == 2.0

@@ -32,7 +32,7 @@ from torch import nn
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import MOVEMENT_OPS, base_name, module_path
-from ..graphs import is_ancestor, residual_adds, topo_index
+from ..graphs import is_ancestor, residual_adds, topo_index, users_through_views
 from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
@@ -102,11 +102,45 @@ def _branch_nodes(part: fx.Node, stream: fx.Node) -> set[fx.Node]:
     return seen
 
 
+def _attends(node: fx.Node) -> bool:
+    """Fused attention, or a softmax whose weights multiply values (an MoE router's softmax
+    feeds a top-k instead)."""
+    name = base_name(node)
+    if name in ("scaled_dot_product_attention", "flex_attention"):
+        return True
+    return name in _ATTENTION and any(base_name(u) in ("matmul", "bmm", "einsum", "mm", "baddbmm")
+                                      for u in users_through_views(node))
+
+
 def _branch_kind(part: fx.Node, stream: fx.Node) -> str:
-    """``attn`` when the branch attends (an attention or softmax op), else ``mlp``: the name of
-    its residual step, whatever the module that last touched it is called (a dropout, an
-    output projection)."""
-    return "attn" if any(base_name(n) in _ATTENTION for n in _branch_nodes(part, stream)) else "mlp"
+    """``attn`` when the branch attends, else ``mlp``: the name of its residual step, whatever
+    the module that last touched it is called (a dropout, an output projection)."""
+    return "attn" if any(_attends(n) for n in _branch_nodes(part, stream)) else "mlp"
+
+
+def _submodule_branch(n: fx.Node, stream: fx.Node, here: str) -> bool:
+    """Is ``n`` computed from the stream in another module than ``here`` and its parents (a
+    submodule or one beside it), not inline? (The test ``graphs.residual_pair`` makes.)"""
+    return any((p := module_path(m)) != here and p != "" and not here.startswith(p + ".")
+               for m in _branch_nodes(n, stream))
+
+
+def _later_parts(add: fx.Node, stream: fx.Node, here: str) -> tuple[fx.Node, list[fx.Node]]:
+    """``(h + attn(ln h)) + mlp(ln h)``, as Cohere writes a parallel block: the outermost add
+    and the branches added after the first, each computed from the stream."""
+    top, parts = add, []
+    while len(top.users) == 1:
+        u = next(iter(top.users))
+        if base_name(u) != "add" or len(u.args) < 2 or u.kwargs.get("alpha") or module_path(u) != here:
+            break
+        other = u.args[1] if u.args[0] is top else u.args[0]
+        order = topo_index(u.graph)
+        if not (isinstance(other, fx.Node) and is_ancestor(stream, other, order)
+                and not is_ancestor(top, other, order) and _submodule_branch(other, stream, here)):
+            break
+        parts.append(other)
+        top = u
+    return top, parts
 
 
 def _branch_parts(branch: fx.Node, stream: fx.Node, here: str) -> list[fx.Node]:
@@ -115,13 +149,8 @@ def _branch_parts(branch: fx.Node, stream: fx.Node, here: str) -> list[fx.Node]:
     add's module (a term computed inline, such as ``0.5 * h``, is not a branch of its own)."""
     order = topo_index(branch.graph)
     summed = through_casts(branch)  # a copy of the sum (a lowered graph clones it) is the sum
-
-    def submodule(n: fx.Node) -> bool:
-        return any((p := module_path(m)) != here and (here == "" or p.startswith(here + "."))
-                   for m in _branch_nodes(n, stream))
-
     if base_name(summed) == "add" and len(summed.args) >= 2 and not summed.kwargs.get("alpha") \
-            and all(isinstance(a, fx.Node) and is_ancestor(stream, a, order) and submodule(a)
+            and all(isinstance(a, fx.Node) and is_ancestor(stream, a, order) and _submodule_branch(a, stream, here)
                     for a in summed.args[:2]):
         return [p for a in summed.args[:2] for p in _branch_parts(a, stream, here)]  # type: ignore[arg-type]
     return [branch]
@@ -147,8 +176,9 @@ def residual_stream(ctx: RewriteContext) -> None:
             h = _canonical_root(ctx, root)
             canon[root] = h
         here = module_path(add)
-        parts = _branch_parts(branch, h, here)
-        acc, terms, last = h, [], add
+        top, later = _later_parts(add, h, here)
+        parts = _branch_parts(branch, h, here) + later
+        acc, terms, last = h, [], top
         for part in parts:
             base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h)}"
             name, i = base, 1
@@ -162,7 +192,12 @@ def residual_stream(ctx: RewriteContext) -> None:
             acc = last = ctx.call(aten.add.Tensor, (acc, s), after=s, like=add)
             terms.append(f"{name} * C(P_perp_h {describe(part)})")
         new = ctx.call(canonical, (acc,), after=last, like=add)
-        add.replace_all_uses_with(new)
+        top.replace_all_uses_with(new)
+        while top is not add:  # the adds of later parallel branches, outermost first
+            inner = next(a for a in top.args if isinstance(a, fx.Node) and (a is add or base_name(a) == "add"
+                                                                             and _feeds(add, a)))
+            ctx.graph.erase_node(top)
+            top = inner
         ctx.graph.erase_node(add)
         canon[new] = new
         done += 1
@@ -173,9 +208,26 @@ def residual_stream(ctx: RewriteContext) -> None:
     ctx.state["stream"] = set(canon.values())
 
 
+def _peel_normaliser(node: fx.Node) -> fx.Node:
+    """What a normaliser (and casts, dropout) applied to the stream input reads: BERT's
+    ``LayerNorm(word + position + token_type)`` peels to the sum."""
+    while True:
+        n = through_casts(node)
+        if base_name(n) == "getitem" and isinstance(n.args[0], fx.Node) and base_name(n.args[0]) == "native_layer_norm":
+            n = n.args[0]
+        if base_name(n) in _NORMS and isinstance(n.args[0], fx.Node):
+            n = n.args[0]
+        if n is node:
+            return n
+        node = n
+
+
 def _canonical_root(ctx: RewriteContext, root: fx.Node) -> fx.Node:
-    tables = _embedding_root(root)
-    if tables is not None and len(tables) > 1:
+    """h0 = C(sum of C(each embedding table)); a normaliser of the sum (post-LN encoders) is
+    replaced with it, its gain dropped as on the stream."""
+    core = _peel_normaliser(root)
+    tables = _embedding_root(core)
+    if tables is not None and (len(tables) > 1 or core is not root):
         parts = [ctx.call(canonical, (e,), after=e, like=e) for e in tables]
         acc = parts[0]
         last = max(parts, key=lambda n: topo_index(ctx.graph)[n])
@@ -186,10 +238,44 @@ def _canonical_root(ctx: RewriteContext, root: fx.Node) -> fx.Node:
         what = " + ".join(f"C({describe(e)})" for e in tables)
         ctx.note("residual_stream", f"stream input {describe(root)}", f"h0 = C({what})")
     else:
+        summed = _embedding_sum_below(core)
+        if summed is not None:  # ELECTRA, DeBERTa: the sum feeds the stream input indirectly
+            _canonical_sum(ctx, summed)
         h0 = ctx.call(canonical, (root,), after=root, like=root)
         ctx.note("residual_stream", f"stream input {describe(root)}", "h0 = C(stream input)")
     root.replace_all_uses_with(h0, delete_user_cb=lambda u: u is not h0 and not _feeds(u, h0))
     return h0
+
+
+def _embedding_sum_below(node: fx.Node, depth: int = 8) -> fx.Node | None:
+    """A sum of embedding tables the stream input is computed from through normalisers, a
+    projection (ELECTRA) or a padding mask (DeBERTa's ``embeddings * mask``)."""
+    n = node
+    for _ in range(depth):
+        n = through_casts(n)
+        tables = _embedding_root(n)
+        if tables is not None:
+            return n if len(tables) > 1 else None
+        if base_name(n) == "getitem" and isinstance(n.args[0], fx.Node) and base_name(n.args[0]) == "native_layer_norm":
+            n = n.args[0]
+        if base_name(n) in (*_NORMS, "linear", "mul") and isinstance(n.args[0], fx.Node):
+            n = n.args[0]
+        else:
+            return None
+    return None
+
+
+def _canonical_sum(ctx: RewriteContext, summed: fx.Node) -> None:
+    """The sum of tables becomes C(sum of C(table)) where it is (each table its own units)."""
+    tables = _embedding_root(summed) or []
+    parts = [ctx.call(canonical, (e,), after=e, like=e) for e in tables]
+    acc, last = parts[0], max(parts, key=lambda n: topo_index(ctx.graph)[n])
+    for p in parts[1:]:
+        acc = last = ctx.call(aten.add.Tensor, (acc, p), after=last, like=summed)
+    new = ctx.call(canonical, (acc,), after=acc, like=summed)
+    summed.replace_all_uses_with(new, delete_user_cb=lambda u: u is not new and not _feeds(u, new))
+    what = " + ".join(f"C({describe(e)})" for e in tables)
+    ctx.note("residual_stream", f"embedding sum {describe(summed)}", f"C({what})")
 
 
 def _feeds(node: fx.Node, target: fx.Node) -> bool:
@@ -292,9 +378,56 @@ def attention(ctx: RewriteContext) -> None:
         kwargs["scale"] = 1.0 / math.sqrt(dh)
         n.kwargs = kwargs
         ctx.note("attention", describe(n), f"SDPA(C(q) * {name}, C(k), v), temperature sqrt({dh})")
-    for n in ctx.graph.nodes:
-        if record(n).violation == "UC201" and base_name(n) != "scaled_dot_product_attention":
-            ctx.skip(module_path(n), "explicit softmax attention is not rewritten (use fused SDPA)")
+
+
+def _scores(node: Any) -> fx.Node | None:
+    """The q . k^T product explicit attention code feeds its softmax, looking through moves,
+    casts, a mask added (the operand that holds the product) and a constant scaling."""
+    while isinstance(node, fx.Node):
+        name = base_name(node)
+        if name in ("matmul", "bmm", "baddbmm"):
+            return node
+        scaled = name in ("mul", "div") and len(node.args) == 2 and _scalar(node.args[1])
+        if name in MOVEMENT_OPS or scaled or name == "tanh":  # tanh: Gemma-2's soft cap
+            node = node.args[0]
+        elif name in ("add", "sub", "masked_fill", "where"):
+            found = [a for a in node.args if isinstance(a, fx.Node) and _scores(a) is not None]
+            if len(found) != 1:
+                return None
+            node = found[0]
+        else:
+            return None
+    return None
+
+
+def explicit_attention(ctx: RewriteContext) -> None:
+    """softmax(scale * q @ k^T + mask) @ v -> the same with C(q) and C(k) per head: the logits
+    become dimensionless, the code's own temperature and mask stay (eager BLOOM, Gemma-2,
+    DeBERTa, hand-written attention)."""
+    done: set[fx.Node] = set()
+    for n in list(ctx.graph.nodes):
+        if record(n).violation != "UC201" or base_name(n) == "scaled_dot_product_attention":
+            continue
+        s = _scores(n.args[0] if n.args else None)
+        if s is None:
+            ctx.skip(module_path(n), "attention logits that are not a product of queries and keys")
+            continue
+        if s in done:
+            continue
+        done.add(s)
+        qi, ki = (1, 2) if base_name(s) == "baddbmm" else (0, 1)
+        q, kt = s.args[qi], s.args[ki]
+        with ctx.graph.inserting_before(s):
+            cq = ctx.graph.call_function(canonical, (q,))
+            k = ctx.graph.call_function(aten.transpose.int, (kt, -1, -2))
+            ck = ctx.graph.call_function(canonical, (k,))
+            ckt = ctx.graph.call_function(aten.transpose.int, (ck, -1, -2))
+        for new in (cq, k, ck, ckt):
+            new.meta.update({k_: v for k_, v in s.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
+        args = list(s.args)
+        args[qi], args[ki] = cq, ckt
+        s.args = tuple(args)
+        ctx.note("explicit_attention", describe(s), "C(q) . C(k)^T (the code's scale and mask kept)")
 
 
 def _pre_activation(n: fx.Node) -> fx.Node | None:
@@ -314,11 +447,27 @@ def _pre_activation(n: fx.Node) -> fx.Node | None:
     return next(iter(sources)) if len(sources) == 1 else None
 
 
+def _caps_logits(node: fx.Node, depth: int = 8) -> bool:
+    """Is this activation a soft cap of the logits (``cap * tanh(logits / cap)`` feeding the
+    loss)? The logits rule makes its input dimensionless; C would undo the logit gain."""
+    frontier = [node]
+    for _ in range(depth):
+        nxt = []
+        for n in frontier:
+            for u in n.users:
+                if record(u).violation == "UC301":
+                    return True
+                if base_name(u) in MOVEMENT_OPS or (base_name(u) in ("mul", "div") and any(_scalar(a) for a in u.args)):
+                    nxt.append(u)
+        frontier = nxt
+    return False
+
+
 def activations(ctx: RewriteContext) -> None:
     """act(a) -> act(C(a)); for a gated MLP silu(C(a)) = C(a) sigmoid(C(a)), the normalised gate."""
     done: set[fx.Node] = set()
     for n in list(ctx.graph.nodes):
-        if record(n).violation != "UC202":
+        if record(n).violation != "UC202" or _caps_logits(n):
             continue
         a = _pre_activation(n)
         mod = module_path(n)
@@ -335,36 +484,93 @@ def activations(ctx: RewriteContext) -> None:
         ctx.note("activations", f"{base_name(n)}({describe(a)})", f"{base_name(n)}(C(a))")
 
 
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _projection(node: Any) -> fx.Node | None:
+    """The linear map a logit-like value comes from, looking through moves and casts, a scaling
+    by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``) and
+    a soft cap (Gemma-2's ``cap * tanh(logits / cap)``)."""
+    while isinstance(node, fx.Node):
+        name = base_name(node)
+        if name in ("linear", "matmul", "mm"):
+            return node
+        scaled = name in ("mul", "div") and len(node.args) == 2 and _scalar(node.args[1])
+        if name in MOVEMENT_OPS or name == "tanh" or scaled:
+            node = node.args[0]
+        elif name == "mul" and len(node.args) == 2 and _scalar(node.args[0]):
+            node = node.args[1]
+        else:
+            return None
+    return None
+
+
+def _on_stream(ctx: RewriteContext, h: Any) -> bool:
+    while isinstance(h, fx.Node) and base_name(h) in MOVEMENT_OPS:
+        h = h.args[0]
+    return h in ctx.state.get("stream", ())
+
+
+def _dimensionless_linear(ctx: RewriteContext, src: fx.Node, gain_name: str, why: str) -> str:
+    """linear(h, W, b) -> gain * C(h) . C(W)^T / sqrt(d) + b, C(h) only where h is not already
+    the canonical stream (an MLM head's transform, a router reading a branch)."""
+    h, w = src.args[0], src.args[1]
+    bias = src.args[2] if len(src.args) > 2 else None
+    d = int(w.meta["val"].shape[-1])  # type: ignore[union-attr]
+    gain = ctx.param(gain_name, torch.tensor(1.0), why)
+    read, anchor = "C(h)", src
+    if not _on_stream(ctx, h):
+        h = anchor = ctx.call(canonical, (h,), after=src, like=src)
+        read = f"C({describe(src.args[0])})"  # type: ignore[arg-type]
+    cw = ctx.call(canonical, (w,), after=anchor, like=src)
+    scores = ctx.call(aten.linear.default, (h, cw), after=cw, like=src)
+    g = ctx.call(aten.mul.Tensor, (gain, scores), after=scores, like=src)
+    out = ctx.call(aten.div.Tensor, (g, math.sqrt(d)), after=g, like=src)
+    if bias is not None:
+        out = ctx.call(aten.add.Tensor, (out, bias), after=out, like=src)
+    src.replace_all_uses_with(out)
+    ctx.graph.erase_node(src)
+    return f"{gain_name} * {read} . C(W)^T / sqrt({d})"
+
+
 def logits(ctx: RewriteContext) -> None:
-    """lm_head(h) -> gain * C(h) . C(W)^T / sqrt(d) (h is the canonical stream)."""
+    """lm_head(h) -> gain * C(h) . C(W)^T / sqrt(d): the canonical stream, or C of what an MLM
+    head's transform computes from it; a constant scaling or soft cap after it stays."""
     for n in list(ctx.graph.nodes):
         if record(n).violation != "UC301":
             continue
-        src = n.args[0]
-        while isinstance(src, fx.Node) and base_name(src) in MOVEMENT_OPS:
-            src = src.args[0]
-        if not isinstance(src, fx.Node) or base_name(src) not in ("linear", "matmul", "mm"):
+        src = _projection(n.args[0])
+        if src is None:
             ctx.skip(module_path(n), "the logits are not a linear projection of the stream")
             continue
-        h, w = src.args[0], src.args[1]
-        bias = src.args[2] if base_name(src) == "linear" and len(src.args) > 2 else None
         if base_name(src) != "linear":
             ctx.skip(module_path(src), "a matmul head is not rewritten (use nn.Linear)")
             continue
-        d = int(w.meta["val"].shape[-1])  # type: ignore[union-attr]
-        gain = ctx.param("logit_gain", torch.tensor(1.0), "learnable logit gain, init 1")
-        cw = ctx.call(canonical, (w,), after=src, like=src)
-        scores = ctx.call(aten.linear.default, (h, cw), after=cw, like=src)
-        g = ctx.call(aten.mul.Tensor, (gain, scores), after=scores, like=src)
-        out = ctx.call(aten.div.Tensor, (g, math.sqrt(d)), after=g, like=src)
-        if bias is not None:
-            out = ctx.call(aten.add.Tensor, (out, bias), after=out, like=src)
-        src.replace_all_uses_with(out)
-        ctx.graph.erase_node(src)
-        ctx.note("logits", describe(src), f"logit_gain * C(h) . C(W)^T / sqrt({d})")
+        name = "logit_gain" if "logit_gain" not in ctx.new_params else f"logit_gain_{len(ctx.new_params)}"
+        ctx.note("logits", describe(src), _dimensionless_linear(ctx, src, name, "learnable logit gain, init 1"))
 
 
-RULES: list[Rule] = [residual_stream, branch_normalisers, attention, activations, logits]
+def router_logits(ctx: RewriteContext) -> None:
+    """The softmax of an MoE router (UC203) reads gain * C(h) . C(W_router)^T / sqrt(d)."""
+    done: set[fx.Node] = set()
+    for n in list(ctx.graph.nodes):
+        if record(n).violation != "UC203" or not n.args:
+            continue
+        src = _projection(n.args[0])
+        if src is None or base_name(src) != "linear":
+            ctx.skip(module_path(n), f"{base_name(n)} of a unitful value that is not a linear projection")
+            continue
+        if src in done:
+            continue
+        done.add(src)
+        mod = module_path(src)
+        name = f"{mod}_gain" if mod else "router_gain"
+        ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
+
+
+RULES: list[Rule] = [residual_stream, branch_normalisers, attention, explicit_attention, activations, logits,
+                    router_logits]
 
 
 # -- driver -----------------------------------------------------------------------------------

@@ -217,9 +217,31 @@ def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
     return contextlib.nullcontext()
 
 
+def _takes_labels(model: nn.Module) -> bool:
+    """A transformers-style ``forward(input_ids, ..., labels=...)`` (also a rewrite of one)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+    return "input_ids" in params and "labels" in params
+
+
 def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    out = model(x, y)
-    return out[1] if isinstance(out, (tuple, list)) else out
+    """The loss of ``forward(idx, targets)`` returning the loss or ``(logits, loss)``, or of a
+    transformers-style ``forward(input_ids=x, labels=x)`` (which shifts the labels itself); the
+    loss is the output's ``loss`` or its first scalar."""
+    if _takes_labels(getattr(model, "module", model)):  # DDP wraps the model
+        out = model(input_ids=x, labels=x)
+    else:
+        out = model(x, y)
+    if getattr(out, "loss", None) is not None:
+        return out.loss  # type: ignore[no-any-return]
+    if isinstance(out, (tuple, list)):
+        return next((o for o in out if isinstance(o, torch.Tensor) and o.numel() == 1 and o.is_floating_point()),
+                    out[-1])
+    return out  # type: ignore[no-any-return]
 
 
 @torch.no_grad()

@@ -1,0 +1,73 @@
+"""The rewriter on the patterns real architectures use, and its contract: exit 0 only with zero
+violations left, else exit 1 naming what was left (issue 15)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from unitcheck.cli import main
+from unitcheck.infer import infer_units
+from unitcheck.linter import lint
+from unitcheck.rewrite.api import rewrite
+
+from ..conftest import needs_hf
+from .pattern_models import wrapper_lm
+
+HERE = Path(__file__).resolve().parent
+MODELS = HERE / "pattern_models.py"
+
+
+def test_residual_adds_in_a_wrapper_module() -> None:
+    """x-transformers style: ``residual(block(norm(x)), x)`` with the add in a module beside the
+    block. Lint calls the adds residual mismatches; the rewrite puts them on the stream."""
+    model, inputs = wrapper_lm()
+    assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {("UC102", "layers.0.2")}
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
+    assert {"layers.0.2.alpha_attn", "layers.1.2.alpha_mlp"} <= set(res.gct.new_params)
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Squared logits: no rule applies. Exit 1, "INCOMPLETE", each thing left named; with
+    --partial the directory is written and unitcheck.json says so, lint before and after."""
+    out = tmp_path / "rw"
+    assert main(["rewrite", f"{MODELS}:squared_head", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "INCOMPLETE" in text and "the logits are not a linear projection" in text and "UC301" in text
+    assert not out.exists()
+    assert main(["rewrite", f"{MODELS}:squared_head", "--out", str(out), "--partial"]) == 1
+    manifest = json.loads((out / "unitcheck.json").read_text())
+    assert manifest["complete"] is False and any("UC301" in x for x in manifest["left"])
+    assert manifest["lint"]["before"]["violations"] > manifest["lint"]["after"]["violations"] > 0
+
+
+@needs_hf
+def test_mlm_encoder_rewrites_clean_and_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """BERT: word + position + token-type tables under a LayerNorm, post-LN blocks, an MLM head."""
+    out = tmp_path / "bert"
+    assert main(["rewrite", "hf:bert", "--out", str(out)]) == 0, capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "complete: every residual add and interface rewritten, zero violations left" in text
+    assert "h0 = C(C(embedding@bert.embeddings.word_embeddings) + " in text
+    assert json.loads((out / "unitcheck.json").read_text())["lint"]["after"]["violations"] == 0
+    assert main(["units", str(out), "--verify"]) == 0
+
+
+# one of each: parallel blocks (falcon, phi, gptj, cohere), scaled or capped logits (granite,
+# cohere, gemma2), MoE routers (mixtral), MLM encoders (roberta, distilbert, electra, deberta-v2),
+# explicit softmax attention (bloom, gemma2, deberta-v2)
+ACCEPTANCE = ["falcon", "phi", "granite", "cohere", "mixtral", "gptj", "roberta", "distilbert", "electra",
+              "deberta-v2", "bloom", "gemma2", "modernbert"]
+
+
+@needs_hf
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ACCEPTANCE)
+def test_architectures_rewrite_clean_and_verify(arch: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / arch
+    assert main(["rewrite", f"hf:{arch}", "--out", str(out)]) == 0, capsys.readouterr().out
+    assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
