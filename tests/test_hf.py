@@ -272,3 +272,19 @@ def test_a_sub_model_class_gets_its_sub_config_and_codebook_inputs() -> None:
     books = model.config.num_codebooks
     assert info[0].probed and type(model).__name__ == "MusicgenForCausalLM"
     assert inputs["input_ids"].shape[0] == 2 * books and inputs["labels"].shape[-1] == books
+
+
+@needs_hf
+def test_backbone_channels_stay_consistent_across_configs() -> None:
+    """RT-DETR feeds its backbone's stages 2-4 into its encoder: the backbone keeps the outputs
+    its parent chose, and the encoder's input channels follow the backbone's scaled widths;
+    HGNetV2's stage lists stay chained (each stage's input is the previous stage's output)."""
+    from unitcheck.hf import make_config
+
+    rt = make_config("rt_detr")
+    backbone = rt.backbone_config
+    assert backbone.out_indices == [2, 3, 4]
+    assert list(rt.encoder_in_channels) == [backbone.hidden_sizes[i - 1] for i in backbone.out_indices]
+    hg = make_config("hgnet_v2")
+    assert list(hg.stage_in_channels[1:]) == list(hg.stage_out_channels[:-1])
+    assert hg.stem_channels[0] == 3 and hg.stem_channels[-1] == hg.stage_in_channels[0]

@@ -236,6 +236,12 @@ def _collect_widths(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
         target = max(target, _pow2_at_most(heads, SMALL_DEFAULTS["heads"]) * (w // heads))
     if w is not None and plan.widths and w > target:
         out.setdefault(w, target)
+    if w is None and plan.widths:  # a backbone's stage widths, scaled as shrink_kwargs scales them
+        sizes = next((v for k in ("hidden_sizes", "embed_dims") if _int_list(v := _get(cfg, k))), None)
+        if sizes and max(sizes) > 2 * SMALL_DEFAULTS["width"]:
+            ratio = 2 * SMALL_DEFAULTS["width"] / max(sizes)
+            for x in sizes:
+                out.setdefault(int(x), _round(x * ratio))
     for sub in _subconfigs(cfg).values():
         _collect_widths(sub, plan, out)
 
@@ -352,6 +358,9 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
             continue
         low = key.lower()
         kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
+        if low.lstrip("_") in ("out_features", "out_indices"):
+            out[key.lstrip("_")] = value  # a backbone's outputs, set by the model that uses it: not derived
+            continue
         if value is None or isinstance(value, bool):
             continue
         if decl is None and not kv_like and "rope" not in low and key not in per_layer:
@@ -515,14 +524,20 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     # widths: scaled by the config's ratio, or following the width they equal elsewhere in the tree
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
-    width_like = low in _WIDTH_EXACT or low.endswith(_WIDTH_SUFFIX)
+    width_like = low in _WIDTH_EXACT or (low.endswith(_WIDTH_SUFFIX + ("_channels",)) and not low.endswith(_HEAD_DIM_SUFFIX))
     if width_like and _is_int(value) and value >= 16:
         if value in shrink.widths:
             return shrink.widths[value]
         if ratio < 1:
             return _round(value * ratio)
-    if width_like and _int_list(value) and ratio < 1 and min(value) >= 16:
-        return type(value)(_round(x * ratio) for x in value)
+    if width_like and _int_list(value) and low.endswith("in_channels") and \
+            all(x in shrink.widths for x in value if x >= 16) and any(x >= 16 for x in value):
+        # the widths another config (a backbone) feeds in: follow that config's scaling
+        return type(value)(shrink.widths[x] if x >= 16 else x for x in value)
+    if width_like and _int_list(value) and ratio < 1 and max(value) >= 16:
+        # every channel list with the same rounding, so a stage's input stays its predecessor's output;
+        # small entries (a stem's 3 image channels) are not widths
+        return type(value)(_round(x * ratio) if x >= 16 else x for x in value)
     return _SAME
 
 

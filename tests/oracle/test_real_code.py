@@ -245,3 +245,30 @@ def test_a_kink_inside_the_step_is_resolved_by_a_smaller_step() -> None:
     assert row.methods_agree, row.methods
     # the step that agreed is not the first: the first straddles the kink (0.25 off)
     assert abs(row.methods["finite_difference"] - row.methods["backprop"]) < 1e-6 * abs(row.methods["backprop"])
+
+
+class ReluResidual(nn.Module):
+    """ResNet style: a branch added to a stream before a ReLU. Scaling the branch moves the
+    elements near zero across the kink, so a central difference errs by O(h), not O(h^2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branch = nn.Linear(16, 64)
+        self.head = nn.Linear(64, 3)
+
+    def forward(self, x: torch.Tensor, stream: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.head(F.relu(stream + self.branch(x))), y)
+
+
+def test_kinks_do_not_make_the_finite_difference_a_disagreement() -> None:
+    """Every pre-activation sits 3e-5 (relative) from the kink: a central difference at h = 1e-4
+    crosses them all, one at a smaller step converges to the exact rate: no disagreement."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32, 16, generator=g, dtype=torch.float64), torch.randint(0, 3, (32,), generator=g)
+    model64, _, _ = oracle.prepare(ReluResidual(), (x, torch.zeros(32, 64), y))
+    with torch.no_grad():
+        stream = -model64.branch(x) * (1 - 3e-5)
+    res = oracle.verify(model64, (x, stream, y), with_fingerprint=True, redraw=False)
+    assert [d for d in res.disagreements if d.mode == "fingerprint"] == [], [str(d) for d in res.disagreements]
+    branch = next(r for r in res.fingerprint or [] if "branch" in r.generator)
+    assert branch.methods_agree and abs(branch.methods["finite_difference"] - branch.rate) <= 1e-6 * abs(branch.rate)
