@@ -296,7 +296,8 @@ def untrained(model: str, sizes: Sizes) -> Any:
 def trained(model: str, sizes: Sizes, quick: bool, **overrides: Any) -> Any:
     """A model trained at the base recipe for the full budget: the learning-rate experiment's fp32
     run at the base rate when it ran to the end (so experiments share runs), else a fresh run
-    without the UVI stop."""
+    without the UVI stop. On the CPU in fp32 either way (measurements run there, whatever device
+    trained it)."""
     import torch
 
     from unitcheck.train.checkpoint import load_checkpoint
@@ -309,7 +310,9 @@ def trained(model: str, sizes: Sizes, quick: bool, **overrides: Any) -> Any:
         out = os.path.join(runs_dir(quick), "trained", model + "".join(f"_{k}{v}" for k, v in sorted(overrides.items())))
         if not os.path.exists(os.path.join(out, "ckpt.pt")):
             _, m = train_run(model, sizes, out, **overrides)
-            return m
+            if m is None:
+                raise RuntimeError(f"{model} diverged while training for a measurement ({out})")
+            return m.float().cpu()
     with open(os.path.join(out, "config.json")) as fh:
         cfg = TrainConfig(**json.load(fh))
     m = build_model(cfg, load_corpus(cfg.tokenizer, cfg.corpus).vocab_size)

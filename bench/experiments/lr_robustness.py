@@ -49,6 +49,7 @@ MODELS = ["gpt", "ngpt", "gct", "llama", "qknorm"]  # the seed-001 pair and GCT 
 EXTRA = ["gct-plain", "gct-rope-swiglu"]  # ablation and architecture-parity rows: fp32 grid only
 BASE_LR = 2e-3
 FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
+TOP_LR = BASE_LR * FACTORS[-1]  # the top of the seed's 16x range, which every model runs
 UVI_STOP, UVI_PATIENCE = 3.0, 2
 PROTOCOL = "issue17"  # stored with every entry: entries of an older protocol are rerun
 
@@ -139,7 +140,7 @@ def summarise(store: Store) -> dict[str, Any]:
         st = _finite(_series(store, label, "fp32", stopped=True))
         best = min(fp, key=lambda k: fp[k])
         best_st = min(st, key=lambda k: st[k]) if st else None
-        top = max(fp)
+        top = TOP_LR
         swap = [v for v in e.values() if v["model"] == label and v["precision"].startswith("nvfp4/") and v["lr"] == best]
         swap_loss = swap[0]["final_val_loss"] if swap else None
         out[label] = {
@@ -152,7 +153,7 @@ def summarise(store: Store) -> dict[str, Any]:
                                 and v["stopped_status"].startswith("uvi_stop")),
             "spread_fp32": max(fp.values()) - min(fp.values()),
             "spread_fp32_stopped": (max(st.values()) - min(st.values())) if st else None,
-            "penalty_top": fp.get(top, float("nan")) - fp[best],
+            "penalty_top": (fp[top] - fp[best]) if top in fp else None,  # None: diverged or not run
             "penalty_top_stopped": (st[top] - st[best_st]) if best_st is not None and top in st else None,
             "nvfp4_recipe": nvfp4_recipe(label),
             "nvfp4_at_best": nv.get(best),

@@ -341,6 +341,11 @@ def fingerprint_section(d: dict[str, Any], budget: str) -> list[str]:
     return lines + ["", f"![fingerprint]({_img('fingerprint', budget)})", ""]
 
 
+def _rates(entries: dict[str, Any]) -> dict[str, float]:
+    """The learning rate each model's SNR runs trained at (2e-3 in entries older than the field)."""
+    return {v["model"]: v.get("lr", 2e-3) for v in entries.values()}
+
+
 @section("snr_width", "## 6. SNR with width", needs="ratios")
 def snr_section(d: dict[str, Any], budget: str) -> list[str]:
     e = d["entries"]
@@ -348,9 +353,10 @@ def snr_section(d: dict[str, Any], budget: str) -> list[str]:
              "Seed claim (D = 4096, 3.6B): nGPT's dot-product SNR is ~7 dB above GPT's with rho_s 14x larger "
              "(1.32e-3 vs 9.31e-5); Eq. 5 predicts the ratio from rho_s with regimes at D ~ 1/rho (the advantage "
              "appears for D >> 1/rho, about 755 in the seed's measurements).", "",
-             "Short-trained models (shared recipe, lr 2e-3, the same steps at every width), one quantiser for all "
-             "(`te` forward scaling, round-to-nearest). fprop: the GEMMs whose inputs have the model width; dgrad: "
-             "dy . W over the GEMMs whose outputs have it.", "",
+             "Short-trained models (shared recipe, the same steps at every width), each at its best rate from the "
+             "learning-rate experiment (" + ", ".join(f"{m} {lr:g}" for m, lr in _rates(e).items()) + "), one "
+             "quantiser for all (`te` forward scaling, round-to-nearest). fprop: the GEMMs whose inputs have the "
+             "model width; dgrad: dy . W over the GEMMs whose outputs have it.", "",
              "| model | width | fprop dot SNR dB | product SNR dB | gain dB | rho_s | rho_n | dgrad dot SNR dB | dgrad rho_s |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for v in e.values():

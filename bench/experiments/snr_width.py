@@ -6,9 +6,10 @@ against the measured ratio. Seed 001's advantage needs the premise rho_gpt << rh
 appears for D >> 1/rho (about 755 in its measurements), hence widths to 1024.
 
 One quantiser for every model (Transformer Engine's forward scaling, round-to-nearest), so that
-the SNR compares the operands, not the recipes. Short training (the shared recipe at lr 2e-3, the
-same steps at every width) is enough for the product correlations to form and keeps width 1024
-affordable on a CPU.
+the SNR compares the operands, not the recipes. Short training (the shared recipe, the same steps
+at every width) keeps width 1024 affordable on a CPU; each model trains at its best rate from the
+learning-rate experiment of the same budget (2e-3 where that has not run): at one common rate
+nGPT, whose best rate is several times the others', would be measured barely trained.
 
     python bench/experiments/snr_width.py [--quick | --reduced]
 """
@@ -38,6 +39,22 @@ def sizes(quick: bool, width: int) -> Sizes:
     if b == "reduced":
         return Sizes(n_layer=2, n_embd=width, n_head=heads, seq_len=64, batch_size=8, steps=60, eval_batches=2)
     return Sizes(n_layer=4, n_embd=width, n_head=heads, seq_len=128, batch_size=16, steps=150, eval_batches=4)
+
+
+def best_rate(name: str, quick: bool) -> float:
+    """The model's best fp32 rate in the learning-rate experiment of this budget (every run to its
+    end), else 2e-3."""
+    import json
+    import os
+
+    path = os.path.join(Store("lr_robustness", quick).dir, "lr_robustness.json")
+    if not os.path.exists(path):
+        return 2e-3
+    with open(path) as fh:
+        entries = json.load(fh)["entries"].values()
+    fp = {v["lr"]: v["final_val_loss"] for v in entries if v["model"] == name and v["precision"] == "fp32"
+          and v["final_val_loss"] is not None}
+    return min(fp, key=lambda lr: fp[lr]) if fp else 2e-3
 
 
 def backward_rows(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], width: int) -> list[dict[str, Any]]:
@@ -73,15 +90,17 @@ def run(quick: bool) -> dict[str, Any]:
     store = Store("snr_width", quick)
     for width in widths:
         for name in MODELS:
-            def job(name: str = name, width: int = width) -> dict[str, Any]:
+            lr = best_rate(name, quick)
+
+            def job(name: str = name, width: int = width, lr: float = lr) -> dict[str, Any]:
                 s = sizes(quick, width)
-                model = trained(name, s, quick, n_embd=width, n_head=s.n_head, steps=s.steps)
+                model = trained(name, s, quick, n_embd=width, n_head=s.n_head, steps=s.steps, lr=lr)
                 batch = val_batch(s, batch=4)
                 cap = capture(model, batch)
                 fwd = [r for r in layer_rows(cap.linears, cap.values, "te")  # one quantiser for all
                        if r["D"] == width]  # the GEMMs that reduce over the model width
                 bwd = backward_rows(model, batch, width)
-                return {"model": name, "width": width, "protocol": PROTOCOL, "steps": s.steps,
+                return {"model": name, "width": width, "protocol": PROTOCOL, "steps": s.steps, "lr": lr,
                         "n_layer": s.n_layer, "n_head": s.n_head,
                         "snr_dot_db": statistics.mean(r["snr_dot_db"] for r in fwd),
                         "snr_products_db": statistics.mean(r["snr_products_db"] for r in fwd),
@@ -92,7 +111,7 @@ def run(quick: bool) -> dict[str, Any]:
                         "bwd_rho_s": statistics.mean(r["rho_s"] for r in bwd) if bwd else None,
                         "bwd_gemms": len(bwd)}
 
-            store.get_or_run(f"{name}|{width}", job, protocol=PROTOCOL)
+            store.get_or_run(f"{name}|{width}", job, protocol=PROTOCOL, lr=lr)
     e = store.data["entries"]
     ratios = []
     for width in widths:
