@@ -232,6 +232,7 @@ def lr_section(d: dict[str, Any], budget: str) -> list[str]:
                       f"nGPT's {n:.3f} ({g - n:+.3f}); with learned positions and GELU it is {s['gct']['best_fp32']:.3f}."]
     lines += ["", f"![learning-rate robustness]({_img('lr_robustness', budget)})", "",
               "## 2. NVFP4 relative error (seed 001 Fig. 5)", "",
+              *([_budget_note("lr_robustness", budget) + " The runs are section 1's.", ""] if budget == "reduced" else []),
               "Seed claim: nGPT in NVFP4 without Hadamard transform or per-tensor scaling has a lower relative "
               "error than GPT with both (1.2B dense; ~0% for the 3B/30B hybrid).", "", RECIPES_TEXT, "",
               "Compared at each model's best fp32 rate (every run to its end), and there again with the other recipe.", "",
