@@ -32,7 +32,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, build_lm, canonical, check_config, init_gpt_style, lm_output, orthogonal
+from .layers import (
+    Rotary,
+    build_lm,
+    canonical,
+    check_config,
+    init_gpt_style,
+    lm_output,
+    residual_update,
+)
 
 
 @dataclass
@@ -122,9 +130,8 @@ class Block(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         a_attn, a_mlp = self.alphas()
-        h = canonical(h + a_attn * canonical(orthogonal(self.attn(h), h)))
-        h = canonical(h + a_mlp * canonical(orthogonal(self.mlp(h), h)))
-        return h
+        h = residual_update(h, self.attn(h), a_attn)  # C(h + alpha C(P_perp_h a))
+        return residual_update(h, self.mlp(h), a_mlp)
 
 
 class Transformer(nn.Module):

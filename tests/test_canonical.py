@@ -21,3 +21,46 @@ def test_orthogonal_backward_is_the_exact_gradient() -> None:
     assert torch.autograd.gradcheck(_Orthogonal.apply, (a, h))
     out = orthogonal(a, h)
     assert float((out * h).sum(-1).abs().max()) < 1e-10  # orthogonal to the stream, per token
+
+
+def _composed(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    return canonical(h + alpha * canonical(orthogonal(u, h)))
+
+
+def test_residual_update_is_the_composition_forward_and_backward() -> None:
+    """The fused update (compiled in eager training) against the three calls it replaces."""
+    from unitcheck import compiled
+    from unitcheck.canonical import _update_backward, _update_forward, residual_update
+
+    g = torch.Generator().manual_seed(0)
+    leaves = [torch.randn(4, 9, 32, dtype=torch.float64, generator=g) for _ in range(2)]
+    leaves.append(torch.tensor(0.37, dtype=torch.float64))
+    grads = []
+    for fn in (residual_update, _composed):
+        xs = [t.clone().requires_grad_() for t in leaves]
+        out = fn(*xs)
+        out.backward(torch.cos(torch.arange(out.numel(), dtype=torch.float64)).view_as(out))
+        grads.append([out.detach()] + [x.grad for x in xs])
+    for a, b in zip(*grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    if compiled.compile_enabled():
+        for kernel in (_update_forward, _update_backward):
+            assert compiled._COMPILED[kernel] is not kernel  # the compiled kernels ran
+    assert torch.autograd.gradcheck(residual_update, tuple(t.clone().requires_grad_() for t in leaves))
+
+
+def test_a_failing_backend_falls_back_to_eager(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from unitcheck import compiled
+
+    def broken(fn, **kw):  # type: ignore[no-untyped-def]
+        def run(*args):  # type: ignore[no-untyped-def]
+            raise RuntimeError("backend failed")
+        return run
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setenv("UNITCHECK_COMPILE", "1")
+    assert torch.equal(compiled.call_compiled(double, torch.ones(3)), torch.full((3,), 2.0))
+    assert compiled._COMPILED[double] is double  # eager from now on
