@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-quantiser", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: process CPU time (see bench_train.py)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     args = ap.parse_args()
@@ -86,7 +87,7 @@ def main() -> None:
             for model, prec, recipe in runs:
                 cfg = TrainConfig(n_layer=4, n_embd=128, seq_len=128, batch_size=32, precision=prec,
                                   nvfp4_recipe=recipe or "te")
-                res[(model, prec, recipe)] += step_times(model, cfg, args.steps, corpus)
+                res[(model, prec, recipe)] += step_times(model, cfg, args.steps, corpus, args.clock)
         med = {k: statistics.median(v) for k, v in res.items()}
         print(f"training step (4 layers, width 128, batch 32x128, {args.threads} thread(s), {args.rounds} rounds "
               f"x {args.steps} steps, head in high precision)")

@@ -32,7 +32,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import Rotary, build_lm, canonical, check_config, init_gpt_style, lm_output, orthogonal
+from .layers import (
+    Rotary,
+    build_lm,
+    canonical,
+    check_config,
+    init_gpt_style,
+    lm_output,
+    orthogonal,
+)
 
 
 @dataclass

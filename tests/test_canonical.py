@@ -21,3 +21,37 @@ def test_orthogonal_backward_is_the_exact_gradient() -> None:
     assert torch.autograd.gradcheck(_Orthogonal.apply, (a, h))
     out = orthogonal(a, h)
     assert float((out * h).sum(-1).abs().max()) < 1e-10  # orthogonal to the stream, per token
+
+
+
+def test_canonical_runs_compiled_and_matches_the_formula() -> None:
+    """C in eager training runs through compiled kernels (unless UNITCHECK_COMPILE=0) and is
+    still the exact formula, forward and backward."""
+    from unitcheck import compiled
+    from unitcheck.canonical import _canonical_backward, _canonical_forward
+
+    x = torch.randn(4, 9, 32, dtype=torch.float64, requires_grad=True)
+    g = torch.cos(torch.arange(x.numel(), dtype=torch.float64)).view_as(x)
+    canonical(x).backward(g)
+    x2 = x.detach().clone().requires_grad_()
+    (x2 / torch.sqrt(x2.pow(2).mean(-1, keepdim=True) + 1e-6)).backward(g)
+    assert torch.allclose(x.grad, x2.grad, rtol=1e-10, atol=1e-12)  # type: ignore[arg-type]
+    if compiled.compile_enabled():
+        for kernel in (_canonical_forward, _canonical_backward):
+            assert compiled._COMPILED[kernel] is not kernel
+
+def test_a_failing_backend_falls_back_to_eager(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from unitcheck import compiled
+
+    def broken(fn, **kw):  # type: ignore[no-untyped-def]
+        def run(*args):  # type: ignore[no-untyped-def]
+            raise RuntimeError("backend failed")
+        return run
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setenv("UNITCHECK_COMPILE", "1")
+    assert torch.equal(compiled.call_compiled(double, torch.ones(3)), torch.full((3,), 2.0))
+    assert compiled._COMPILED[double] is double  # eager from now on

@@ -26,12 +26,12 @@ and 2 up to 6, and ``torch.round`` rounds half to even, which is exactly the tie
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from ..compiled import call_compiled
 
 __all__ = [
     "NVFP4Tensor", "quantize", "dequantize", "fake_quantize", "round_e2m1", "hadamard_matrix",
@@ -243,29 +243,8 @@ def _fake_quantize_blocks(scales: Any, x: torch.Tensor, per_tensor: bool, seed: 
     """Two compiled kernels with the block factors materialised between them: fused into one,
     the compiler recomputes the E4M3 scale and the per-tensor amax per element (2.3x slower).
     The fixed bound goes in as a tensor, so a new value does not recompile."""
-    enc, dec = _call(scales, x, per_tensor, _bound(amax, x.device))
-    return _call(_apply, x, enc, dec, seed)
-
-
-_COMPILED: dict[str, Any] = {}
-
-
-def _compiled(fn: Any) -> Any:
-    key = fn.__name__
-    if key not in _COMPILED:
-        _COMPILED[key] = fn
-        if os.environ.get("UNITCHECK_NVFP4_COMPILE", "1") != "0":
-            with contextlib.suppress(Exception):  # no compiler on this platform: stay eager
-                _COMPILED[key] = torch.compile(fn, dynamic=True)
-    return _COMPILED[key]
-
-
-def _call(fn: Any, *args: Any) -> Any:
-    try:
-        return _compiled(fn)(*args)
-    except Exception:  # a backend failure: run eagerly from now on
-        _COMPILED[fn.__name__] = fn
-        return fn(*args)
+    enc, dec = call_compiled(scales, x, per_tensor, _bound(amax, x.device))
+    return call_compiled(_apply, x, enc, dec, seed)
 
 
 _BOUNDS: dict[tuple[float, torch.device], torch.Tensor] = {}
@@ -299,7 +278,7 @@ def fake_quantize_fast(
     hadamard_transform: bool = False, axis: int = -1, amax: float = 1.0,
 ) -> torch.Tensor:
     """``fake_quantize`` through ``torch.compile`` (one fused kernel per block layout, dynamic
-    shapes; ``UNITCHECK_NVFP4_COMPILE=0`` or a compile failure runs it eagerly).
+    shapes; ``UNITCHECK_COMPILE=0`` or a compile failure runs it eagerly).
 
     ``axis=0`` quantises 2-D ``x`` in 16-element blocks down its columns, as wgrad needs for its
     token-dimension reduction, without a transposed copy. Stochastic rounding draws counter-based

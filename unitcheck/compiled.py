@@ -1,0 +1,42 @@
+"""Optional ``torch.compile`` for the library's elementwise kernels (the NVFP4 quantiser, GCT's
+residual update): one fused kernel instead of a pass over memory per operation.
+
+On by default; ``UNITCHECK_COMPILE=0`` runs every kernel eagerly, and so does a platform without a
+compiler or a backend that fails once (the eager function computes the same values, so a failure
+costs speed, never results).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["call_compiled", "compile_enabled"]
+
+_COMPILED: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def compile_enabled() -> bool:
+    return os.environ.get("UNITCHECK_COMPILE", "1") != "0"
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    if fn not in _COMPILED:
+        _COMPILED[fn] = fn
+        if compile_enabled():
+            with contextlib.suppress(Exception):  # no compiler on this platform: stay eager
+                _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    return _COMPILED[fn]
+
+
+def call_compiled(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` through its compiled kernel; eager from now on if the backend fails."""
+    try:
+        return _compiled(fn)(*args)
+    except Exception:
+        _COMPILED[fn] = fn
+        return fn(*args)
