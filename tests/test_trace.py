@@ -239,3 +239,26 @@ def test_a_meta_model_is_rebuilt_from_its_config_for_its_buffers_values() -> Non
     assert any("values decided it" in note for note in g.notes)
     out = g.output_nodes()[0].meta["val"]
     assert tuple(out.shape) == (8, 4)  # padded by the buffer's value, not by a zero
+
+
+class _BrokenAfterBranch(nn.Module):
+    """A branch export cannot follow, then code that fails on real values too (a config whose
+    sizes do not fit): the model's own failure is the reason given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > -1e9:
+            return self.lin(x) @ torch.ones(3, 3)
+        return x
+
+
+def test_a_model_that_fails_on_real_values_says_so_first() -> None:
+    with pytest.raises(TraceError) as err:
+        trace(_BrokenAfterBranch(), torch.randn(2, 4))
+    msg = str(err.value)
+    assert msg.startswith("cannot trace _BrokenAfterBranch: run on real values, the model itself fails: RuntimeError")
+    assert "test_trace.py" in msg and "torch.ones(3, 3)" in msg
+    assert "data-dependent branch" in msg  # where export stopped, after it

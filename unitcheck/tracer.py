@@ -799,11 +799,13 @@ def trace(
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
     tried = " and ".join(name for name, _ in errors)
-    real_run = [e for name, e in errors if name == "a recorded real run"]
-    if real_run:  # the model's own forward failed on real values: that is the reason to give
+    real_run = [e for name, e in errors if name == "a recorded real run" and not _data_dependent(e)]
+    if real_run:  # the model's own forward fails on real values: that is the reason to give first
         run_construct, run_loc = _describe_failure(real_run[0])
         run_at = f" at {run_loc.file}:{run_loc.line}: {run_loc.code}" if run_loc else ""
-        where += f"; run on real values, the model itself fails: {run_construct}{run_at}"
+        raise TraceError(f"cannot trace {type(model).__name__}: run on real values, the model itself fails: "
+                         f"{run_construct}{run_at} (export stopped earlier at a {construct}{where})",
+                         run_loc or loc) from real_run[0]
     raise TraceError(
         f"cannot trace {type(model).__name__}: {construct}{where} ({tried} failed)", loc
     ) from errors[0][1]
