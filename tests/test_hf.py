@@ -288,3 +288,15 @@ def test_backbone_channels_stay_consistent_across_configs() -> None:
     hg = make_config("hgnet_v2")
     assert list(hg.stage_in_channels[1:]) == list(hg.stage_out_channels[:-1])
     assert hg.stem_channels[0] == 3 and hg.stem_channels[-1] == hg.stage_in_channels[0]
+
+
+@needs_hf
+def test_patch_rows_are_offered_where_the_forward_accepts_their_shapes() -> None:
+    """SigLIP2 takes NaFlex patch rows with ``spatial_shapes`` as an optional argument (a plain
+    image fails in its patch projection): an optional ``spatial_shapes`` offers the layout too."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("siglip2", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    assert "spatial_shapes" in inputs and inputs["pixel_values"].dim() == 3

@@ -834,6 +834,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
+    elif "spatial_shapes" in params and "pixel_values" in params:  # optional: after the plain image
+        rows = _patches_with_shapes(cfg, batch, g)
+        layouts.append(("patches+spatial_shapes", {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
     if not layouts:
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
