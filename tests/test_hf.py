@@ -288,3 +288,38 @@ def test_backbone_channels_stay_consistent_across_configs() -> None:
     hg = make_config("hgnet_v2")
     assert list(hg.stage_in_channels[1:]) == list(hg.stage_out_channels[:-1])
     assert hg.stem_channels[0] == 3 and hg.stem_channels[-1] == hg.stage_in_channels[0]
+
+
+@needs_hf
+def test_patch_rows_are_offered_where_the_forward_accepts_their_shapes() -> None:
+    """SigLIP2 takes NaFlex patch rows with ``spatial_shapes`` as an optional argument (a plain
+    image fails in its patch projection): an optional ``spatial_shapes`` offers the layout too."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("siglip2", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    assert "spatial_shapes" in inputs and inputs["pixel_values"].dim() == 3
+
+
+@needs_hf
+def test_an_input_is_remade_at_the_shape_its_first_layer_asks_for() -> None:
+    """Granite Speech 5 projects its input frames straight away; none of the feature counts its
+    config names fits ("[160, 64] X [320, 64]"): the input is remade as wide as the projection."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("granite_speech5_encoder", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    assert inputs["input_features"].shape[-1] == 320 and "as [2, 80, 320]" in info[0].layout
+
+
+def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
+    from unitcheck.hf import _reshaped
+
+    inputs = {"x": torch.zeros(2, 16, 70), "ids": torch.zeros(2, 16, dtype=torch.long)}
+    conv = "Given groups=1, weight of size [32, 1, 7], expected input[2, 16, 70] to have 1 channels, but got 16 channels"
+    assert _reshaped(conv, inputs) == [("x", (2, 1, 70))]
+    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 71]"), inputs) == []  # a deeper layer: not guessed
+    mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
+    assert _reshaped(mm, inputs) == [("x", (2, 16, 320))]

@@ -48,8 +48,8 @@ def test_nodes_keep_module_path_and_user_source_line() -> None:
 
 
 def test_data_dependent_branch_raises_trace_error_with_file_and_line() -> None:
-    with pytest.raises(TraceError) as err:
-        trace(Branchy(), torch.randn(2, 4))
+    with pytest.raises(TraceError) as err:  # code generation must not bake in one branch
+        trace(Branchy(), torch.randn(2, 4), dynamic=True)
     msg = str(err.value)
     assert "data-dependent branch" in msg
     assert "cli_models.py:" in msg and "if h.sum() > 0" in msg
@@ -161,11 +161,54 @@ def test_branch_on_an_integer_input_is_decided_by_its_value(device: str) -> None
     assert infer_units(model, inputs, traced=g).coverage == 1.0
 
 
-def test_branch_on_an_activation_is_still_refused_with_real_values() -> None:
-    """Real values decide branches on metadata only: a branch on a value the weights compute
-    would make the graph one path of the model."""
+def test_branch_on_an_activation_is_captured_by_a_recorded_run_and_said_so() -> None:
+    """Export with real values decides branches on metadata only. For checking (not for code
+    generation) the last resort records one real run: the graph holds the example's branch, with
+    the export path's leaves and node meta, and the notes name the line that branched."""
+    model = Branchy()
+    x = torch.ones(2, 4)
+    with torch.no_grad():
+        model.fc.weight.fill_(-1.0)  # h.sum() < 0: the example takes the `return -h` branch
+    g = trace(model, x)
+    assert g.method == "export"
+    note = next(n for n in g.notes if "recorded" in n)
+    assert "cli_models.py:31" in note
+    assert [str(n.target) for n in g.compute_nodes()] == ["aten.linear.default", "aten.neg.default"]
+    kinds = {leaf.name: leaf.kind for leaf in g.leaves.values()}
+    assert kinds == {"fc.weight": "param", "fc.bias": "param", "x": "input"}
+    lin = next(n for n in g.compute_nodes() if "linear" in str(n.target))
+    assert module_path(lin) == "fc" and tuple(lin.meta["val"].shape) == (2, 4)
+    loc = location(lin)
+    assert loc is not None and loc.file.endswith("cli_models.py") and "self.fc(x)" in loc.code
+    assert next(model.parameters()).device.type == "cpu" and "forward" not in model.__dict__
     with pytest.raises(TraceError, match="data-dependent branch"):
-        trace(Branchy(), torch.randn(2, 4))
+        trace(model, x, dynamic=True)
+
+
+class _Codec(nn.Module):
+    """Audio codecs pad by a size computed from a float tensor (``if length <= max_pad``), and
+    LSTMs run on it: export with real values cannot follow either."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 4)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = int((x.abs().sum() > 0).sum()) + x.shape[0]
+        if length <= 8:
+            x = F.pad(x, (0, 0, 0, 1))
+        return self.lin(self.lstm(x)[0])
+
+
+def test_a_meta_model_with_a_value_branch_is_recorded_on_its_cpu_copy() -> None:
+    with torch.device("meta"):
+        model = _Codec()
+    g = trace(model, to_meta((torch.randn(5, 4),)))
+    assert any("recorded" in n for n in g.notes) and any("copy on the CPU" in n for n in g.notes)
+    assert tuple(g.output_nodes()[0].meta["val"].shape) == (6, 4)  # the padded branch
+    assert "lstm.weight_ih_l0" in {leaf.name for leaf in g.leaves.values()}
+    assert next(model.parameters()).device.type == "meta"
 
 
 class _PaddedByBuffer(nn.Module):
@@ -196,3 +239,26 @@ def test_a_meta_model_is_rebuilt_from_its_config_for_its_buffers_values() -> Non
     assert any("values decided it" in note for note in g.notes)
     out = g.output_nodes()[0].meta["val"]
     assert tuple(out.shape) == (8, 4)  # padded by the buffer's value, not by a zero
+
+
+class _BrokenAfterBranch(nn.Module):
+    """A branch export cannot follow, then code that fails on real values too (a config whose
+    sizes do not fit): the model's own failure is the reason given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > -1e9:
+            return self.lin(x) @ torch.ones(3, 3)
+        return x
+
+
+def test_a_model_that_fails_on_real_values_says_so_first() -> None:
+    with pytest.raises(TraceError) as err:
+        trace(_BrokenAfterBranch(), torch.randn(2, 4))
+    msg = str(err.value)
+    assert msg.startswith("cannot trace _BrokenAfterBranch: run on real values, the model itself fails: RuntimeError")
+    assert "test_trace.py" in msg and "torch.ones(3, 3)" in msg
+    assert "data-dependent branch" in msg  # where export stopped, after it

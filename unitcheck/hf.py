@@ -834,6 +834,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
+    elif "spatial_shapes" in params and "pixel_values" in params:  # optional: after the plain image
+        rows = _patches_with_shapes(cfg, batch, g)
+        layouts.append(("patches+spatial_shapes", {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
     if not layouts:
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
@@ -1218,9 +1221,46 @@ class _Choice:
     tried: list[str]
     fixes: tuple[Fix, ...] = ()
     named: tuple[str, ...] = ()  # optional inputs the model's own error asked for
+    shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs remade at the shape the first layer asked for
 
 
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
+
+_CONV_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
+_REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
+
+
+def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    """Shapes for a float input that a probe failure in the layer reading it asks for: a conv's
+    "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
+    projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows too).
+    Only an input whose shape the message shows is changed, so layers deeper in the model (whose
+    sizes the config ties) are never guessed at."""
+    floats = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    out: list[tuple[str, tuple[int, ...]]] = []
+    m = _CONV_CHANNELS.search(why)
+    if m:
+        shape, want = tuple(int(x) for x in m.group(1).split(",")), int(m.group(2))
+        for name in [k for k, v in floats.items() if tuple(v.shape) == shape and len(shape) >= 3]:
+            if shape[-1] == want:
+                out.append((name, (shape[0], want, *shape[1:-1])))
+            out.append((name, (shape[0], want, *shape[2:])))
+    m = _REDUCTION.search(why)
+    if m:
+        rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        for name, v in [(k, v) for k, v in floats.items() if v.shape[-1] == have and v.numel() == rows * have]:
+            out.append((name, (*v.shape[:-1], want)))
+            if v.dim() > 3:  # an image read as patch rows: (batch, patches, features)
+                out.append((name, (v.shape[0], rows // v.shape[0], want)))
+    return out
+
+
+def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, ...]], ...], seed: int) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(seed)
+    out = dict(inputs)
+    for name, shape in shaped:
+        out[name] = torch.randn(shape, generator=g, dtype=out[name].dtype)
+    return out
 
 
 def _paths(cfg: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -1361,10 +1401,20 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     named += asked  # "You have to specify bbox": give it one and try again
                     current = {**inputs, **_named_inputs(named, cfg, inputs, batch, seq, seed)}
                     why = _probe(model, current)
+                shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()
+                for _ in range(2):  # the layer reading an input says the shape it wants
+                    if why is None:
+                        break
+                    results = [((*shaped, o), t, _probe(model, t))
+                               for o in _reshaped(why, current) for t in [_with_shapes(current, (o,), seed)]]
+                    best = next((r for r in results if r[2] is None), None) or next((r for r in results if r[2] != why), None)
+                    if best is None:
+                        break
+                    shaped, current, why = best
                 if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = _Choice(plan, task, head, layout, False, tried, (), tuple(named))  # export may manage it
+                    limited = _Choice(plan, task, head, layout, False, tried, (), tuple(named), shaped)  # export may manage it
                 if why is None:
-                    choice = _Choice(plan, task, head, layout, True, tried, (), tuple(named))
+                    choice = _Choice(plan, task, head, layout, True, tried, (), tuple(named), shaped)
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
@@ -1434,6 +1484,9 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
     if choice.named:
         inputs = {**inputs, **_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed)}
         layout = "+".join((layout, *choice.named))
+    for i, (name, shape) in enumerate(choice.shaped):
+        inputs = _with_shapes(inputs, choice.shaped[i:i + 1], seed)
+        layout += f" ({name} as {list(shape)})"
     if info is not None:
         repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})
         name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")

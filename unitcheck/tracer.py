@@ -410,6 +410,30 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
     return g
 
 
+def _may_replay(method: str, dynamic: bool, errors: list[tuple[str, BaseException]]) -> bool:
+    """A recorded real run is the last resort for a branch on a tensor value, for checking only:
+    code generation (``dynamic``) must not bake one branch of the model into what it writes."""
+    return method != "fx" and not dynamic and bool(errors) and _data_dependent(errors[0][1])
+
+
+def _replay(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+            lower_op: Callable[[Any], bool] | None) -> TracedGraph:
+    """The last capture (:mod:`unitcheck.replay`): run the model on its real example values,
+    record the ops it executed and export a replay of them. The graph holds the branches the
+    example took, which the notes say, with the lines that branched."""
+    from .replay import record, replayed
+
+    rec = record(model, args, kwargs)
+    with replayed(model, rec):
+        g = _export(model, args, kwargs, False, lower_op)
+    where = f" at {', '.join(rec.branches[:3])}" if rec.branches else ""
+    more = f" and {len(rec.branches) - 3} more" if len(rec.branches) > 3 else ""
+    g.notes.append("export could not follow Python control flow on a tensor value; the model ran once on the "
+                   f"example's real values and its operations were recorded, so the graph holds the branches the "
+                   f"example took (values read in Python{where}{more})")
+    return g
+
+
 class _DeepTracer(fx.Tracer):
     """Symbolic tracer that enters every module, so parameters become get_attr leaves."""
 
@@ -729,13 +753,31 @@ def trace(
                 return g
             except Exception as err:
                 errors.append(("symbolic tracing", err))
+        if _may_replay(method, dynamic, errors) and not _on_meta(model, args, kwargs):
+            try:
+                g = _replay(model, args, kwargs, lower_op)
+                g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
+                return g
+            except Exception as err:
+                errors.append(("a recorded real run", err))
     if _meta_limited(model, args, kwargs, errors):
         value_branch = _data_dependent(errors[0][1])
         try:
             cpu, (cargs, ckwargs) = _materialise_on_cpu(model, args, kwargs)
             if value_branch and method != "fx":  # straight to real values: a plain export fails again
                 with _mode(cpu, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions():
-                    g = _export(cpu, cargs, ckwargs, dynamic, lower_op, real=True)
+                    try:
+                        g = _export(cpu, cargs, ckwargs, dynamic, lower_op, real=True)
+                    except Exception as err:
+                        errors.append(("a CPU copy with real values", err))
+                        if not _may_replay(method, dynamic, errors):
+                            raise
+                        try:
+                            g = _replay(cpu, cargs, ckwargs, lower_op)
+                        except Exception as run_err:
+                            errors.append(("a recorded real run", run_err))
+                            raise
                 g.trace_seconds = time.perf_counter() - t0
                 _note_autocast(g, rewritten)
             else:
@@ -746,7 +788,8 @@ def trace(
                 raise TraceError(f"{err} (on a CPU copy: the model does not run on the meta device)", err.location) from err
             errors.append(("a CPU copy", err))
         except Exception as err:  # the copy itself failed: report the meta failure with it
-            errors.append(("a CPU copy", err))
+            if not any(e is err for _, e in errors):
+                errors.append(("a CPU copy", err))
         else:
             construct, _ = _describe_failure(errors[0][1])
             how = "rebuilt from its config" if getattr(g.model, "_unitcheck_rebuilt", False) else "with zero weights"
@@ -756,6 +799,13 @@ def trace(
     construct, loc = _describe_failure(errors[0][1])
     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
     tried = " and ".join(name for name, _ in errors)
+    real_run = [e for name, e in errors if name == "a recorded real run" and not _data_dependent(e)]
+    if real_run:  # the model's own forward fails on real values: that is the reason to give first
+        run_construct, run_loc = _describe_failure(real_run[0])
+        run_at = f" at {run_loc.file}:{run_loc.line}: {run_loc.code}" if run_loc else ""
+        raise TraceError(f"cannot trace {type(model).__name__}: run on real values, the model itself fails: "
+                         f"{run_construct}{run_at} (export stopped earlier at a {construct}{where})",
+                         run_loc or loc) from real_run[0]
     raise TraceError(
         f"cannot trace {type(model).__name__}: {construct}{where} ({tried} failed)", loc
     ) from errors[0][1]

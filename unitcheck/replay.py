@@ -1,0 +1,148 @@
+"""The last capture: run the model once on real CPU tensors and record the ops it executes.
+
+Export (even with real-tensor propagation) and symbolic tracing stop at Python control flow on a
+tensor value that export cannot follow (``if length <= max_pad`` on a computed size, an entropy
+threshold, ``lengths.tolist()`` fed to ``split``, an LSTM's packed lengths). Running the model
+for real decides every such branch with the example's values. :func:`record` does that with
+``make_fx`` in real mode, over a functional call that takes parameters and buffers as inputs, at
+export's own level (pre-dispatch ATen, so ``linear``, attention and norms stay whole) and with the
+``nn_module_stack`` and stack traces export gives. :func:`replayed` then makes the model's
+``forward`` replay that recording, so that ``torch.export`` of the model sees straight-line code:
+its graph has the same leaves (parameters and buffers by name), node meta and lowering as any
+other export, and the rest of the engine needs nothing new. The graph holds the branches the
+example took; the trace's notes say where they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.fx.traceback as fx_traceback
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from .fxutil import frames_from_text, user_frame
+
+__all__ = ["Recording", "record", "replayed"]
+
+aten = torch.ops.aten
+
+# ops through which a tensor's value reaches Python (a branch, a size, a list of lengths)
+_READ_OUT = {"item", "_local_scalar_dense", "is_nonzero", "tolist", "equal", "allclose"}
+
+
+@dataclass
+class Recording:
+    """What one real run executed: the graph (placeholders: state tensors by name, then the flat
+    inputs), the structure of the outputs, and where a tensor value was read into Python."""
+
+    gm: fx.GraphModule
+    state: list[str]
+    keywords: list[str]
+    out_spec: Any
+    branches: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def _module_stack(model: nn.Module) -> Iterator[None]:
+    """Keep ``nn_module_stack`` in the current node meta while submodules run, in the form
+    non-strict export writes (key -> (qualified path, class)), so the recorded nodes carry it."""
+    paths = {id(m): name for name, m in model.named_modules(remove_duplicate=False) if name}
+    stack: list[tuple[str, tuple[str, str]]] = []
+    stack_ids: list[bool] = []
+
+    def pre(mod: nn.Module, args: Any) -> None:
+        path = paths.get(id(mod))
+        stack_ids.append(path is not None)
+        if path is not None:
+            cls = f"{type(mod).__module__}.{type(mod).__qualname__}"
+            stack.append((f"L__self__.{path}", (path, cls)))
+        fx_traceback.current_meta["nn_module_stack"] = dict(stack)
+
+    def post(mod: nn.Module, args: Any, out: Any) -> None:
+        if stack_ids and stack_ids.pop() and stack:
+            stack.pop()
+        fx_traceback.current_meta["nn_module_stack"] = dict(stack)
+
+    h1 = nn.modules.module.register_module_forward_pre_hook(pre)
+    h2 = nn.modules.module.register_module_forward_hook(post, always_call=True)
+    try:
+        yield
+    finally:
+        h1.remove()
+        h2.remove()
+        fx_traceback.current_meta.pop("nn_module_stack", None)
+
+
+def _where(node: fx.Node) -> str:
+    frames = [f for f in frames_from_text(str(node.meta.get("stack_trace") or "")) if user_frame(f[0])]
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+
+
+def record(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Recording:
+    """Run ``model`` (on real tensors) once under ``make_fx`` and return what it executed."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    names = list(state)
+    spec: list[Any] = []
+
+    def run(state_values: list[torch.Tensor], inputs: Any) -> list[Any]:
+        a, k = inputs
+        out = torch.func.functional_call(model, dict(zip(names, state_values, strict=True)), a, k)
+        flat, out_spec = pytree.tree_flatten(out)
+        spec.append(out_spec)
+        return flat
+
+    with fx_traceback.preserve_node_meta(), _module_stack(model):
+        gm = make_fx(run, tracing_mode="real", pre_dispatch=True, record_stack_traces=True,
+                     _error_on_data_dependent_ops=False)([state[n] for n in names], (args, kwargs))
+    branches = []
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and getattr(n.target, "__name__", "").split(".")[0] in _READ_OUT:
+            at = _where(n)
+            if at and at not in branches:
+                branches.append(at)
+    gm.graph.eliminate_dead_code()  # values read only to branch on
+    gm.recompile()
+    return Recording(gm, names, list(kwargs), spec[-1] if spec else None, branches)
+
+
+class _Replay(fx.Interpreter):
+    """Runs the recording node by node with each node's meta current, so that export copies
+    the module stack, stack trace and annotations onto the nodes it creates."""
+
+    def run_node(self, n: fx.Node) -> Any:
+        with fx_traceback.set_current_meta(n):
+            return super().run_node(n)
+
+
+@contextlib.contextmanager
+def replayed(model: nn.Module, rec: Recording) -> Iterator[None]:
+    """``model.forward`` replays ``rec`` on whatever tensors the model holds at call time (the
+    ones export swaps in) and the call's inputs; the original forward is restored afterwards."""
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        current = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        ordered = {k: kwargs[k] for k in rec.keywords}
+        flat = [current[n] for n in rec.state] + pytree.tree_leaves((args, ordered))
+        out = _Replay(rec.gm).run(*flat)
+        return pytree.tree_unflatten(list(out), rec.out_spec)
+
+    forward.__signature__ = inspect.signature(model.forward)  # type: ignore[attr-defined]  # input names
+    had = "forward" in model.__dict__
+    saved = model.__dict__.get("forward")
+    model.forward = forward  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if had:
+            model.forward = saved  # type: ignore[method-assign,assignment]
+        else:
+            del model.forward
