@@ -71,3 +71,20 @@ def test_architectures_rewrite_clean_and_verify(arch: str, tmp_path: Path, capsy
     out = tmp_path / arch
     assert main(["rewrite", f"hf:{arch}", "--out", str(out)]) == 0, capsys.readouterr().out
     assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+
+
+def test_usage_lists_every_registered_rule_with_before_and_after() -> None:
+    """docs/usage.md's pattern table has a row for every rule the driver runs, each with a
+    before and an after snippet (code in backticks in both cells)."""
+    from unitcheck.rewrite.gct import RULES
+
+    text = (HERE.parents[1] / "docs" / "usage.md").read_text()
+    text = text.split("**The patterns**", 1)[1].split("\n#", 1)[0]  # the pattern table's section
+    rows = [line.split("|")[1:4] for line in text.splitlines() if line.startswith("| `")]
+    documented: dict[str, int] = {}
+    for name, before, after in rows:
+        rule = name.strip().split("`")[1]
+        if "`" in before and "`" in after:
+            documented[rule] = documented.get(rule, 0) + 1
+    missing = [r.__name__ for r in RULES if r.__name__ not in documented]
+    assert RULES and not missing, f"rules without a before/after row in docs/usage.md: {missing}"
