@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from unitcheck.cli import main
 from unitcheck.infer import infer_units
@@ -14,7 +15,7 @@ from unitcheck.linter import lint
 from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
-from .pattern_models import wrapper_lm
+from .pattern_models import split_key_lm, wrapper_lm
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
@@ -29,6 +30,21 @@ def test_residual_adds_in_a_wrapper_module() -> None:
     assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
     assert {"layers.0.2.alpha_attn", "layers.1.2.alpha_mlp"} <= set(res.gct.new_params)
     assert infer_units(res.module, inputs).violations == []
+
+
+@pytest.mark.parametrize("scatter", [False, True], ids=["cat", "slice_scatter"])
+def test_keys_joined_from_parts_with_different_units(scatter: bool) -> None:
+    """DeepSeek-style keys: a latent part and a positional part from two projections, joined by
+    ``cat`` or written slice by slice into an empty tensor (UC101). Each part is canonicalised
+    before the join; the rewrite lints clean and still computes a finite loss."""
+    model, inputs = split_key_lm(scatter)
+    join = "aten.slice_scatter.default" if scatter else "aten.cat.default"
+    assert ("UC101", "attn", join) in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[mixed_parts]") for line in res.gct.log)
+    assert torch.isfinite(res.module(*inputs)[1])
 
 
 def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,6 +37,7 @@ from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
 from ..unitgraph import UnitGraph
+from .joins import mixed_parts
 from .patterns import RewriteContext, Rule, describe, through_casts, users_through_casts
 
 __all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
@@ -569,8 +570,8 @@ def router_logits(ctx: RewriteContext) -> None:
         ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
 
 
-RULES: list[Rule] = [residual_stream, branch_normalisers, attention, explicit_attention, activations, logits,
-                    router_logits]
+RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, explicit_attention, activations,
+                    logits, router_logits]
 
 
 # -- driver -----------------------------------------------------------------------------------
