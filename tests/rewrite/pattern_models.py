@@ -112,3 +112,37 @@ def split_key_lm(scatter: bool = False):  # type: ignore[no-untyped-def]
     cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
     idx = torch.randint(0, 32, (2, 8))
     return SplitKeyLM(cfg, scatter), (idx, idx.roll(1, 1))
+
+
+class SharedExpertMLP(nn.Module):
+    """Qwen2-MoE's sparse block in small: the routed experts' output plus a sigmoid-gated
+    shared expert, on flattened tokens, reshaped back; the two summands carry different units."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 2, bias=False)
+        self.experts = nn.ModuleList([MLP(cfg), MLP(cfg)])
+        self.shared_expert = MLP(cfg)
+        self.shared_expert_gate = nn.Linear(cfg.n_embd, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        flat = x.view(-1, C)
+        weights = torch.softmax(self.router(flat), dim=-1)
+        routed = weights[:, :1] * self.experts[0](flat)
+        shared = torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
+        return (routed + shared).reshape(B, T, C)
+
+
+class SharedExpertLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp = SharedExpertMLP(cfg)  # type: ignore[assignment]
+
+
+def shared_expert_lm():  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    idx = torch.randint(0, 32, (2, 8))
+    return SharedExpertLM(cfg), (idx, idx.roll(1, 1))

@@ -15,7 +15,7 @@ from unitcheck.linter import lint
 from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
-from .pattern_models import split_key_lm, wrapper_lm
+from .pattern_models import shared_expert_lm, split_key_lm, wrapper_lm
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
@@ -44,6 +44,19 @@ def test_keys_joined_from_parts_with_different_units(scatter: bool) -> None:
     assert res.complete and not res.gct.unhandled
     assert infer_units(res.module, inputs).violations == []
     assert any(line.startswith("[mixed_parts]") for line in res.gct.log)
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_routed_and_shared_experts_summed() -> None:
+    """Qwen2-MoE: routed experts plus a gated shared expert, summed on flattened tokens (UC101
+    on the add inside the MLP). Each summand is canonicalised; router, gate and experts are
+    handled by their own rules, and the result lints clean."""
+    model, inputs = shared_expert_lm()
+    assert ("UC101", "mlp", "aten.add.Tensor") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[mixed_parts] add@mlp") for line in res.gct.log)
     assert torch.isfinite(res.module(*inputs)[1])
 
 

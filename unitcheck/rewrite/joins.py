@@ -9,22 +9,31 @@ part before it is joined, as the embedding-sum rule does for summed tables:
     cat([a, b])                          ->  cat([C(a), C(b)])
     slice_scatter(slice_scatter(empty, a), b)  ->  slice_scatter(slice_scatter(empty, C(a)), C(b))
 
-A chain of slice writes into a value that is not a fresh tensor (``empty``, ``zeros``) is left,
-and reported: the value's own unit would still differ from the parts'.
+Qwen2-MoE sums the routed experts' output and a gated shared expert's inside its MLP (UC101 on
+the add); each summand is canonicalised the same way:
+
+    add(routed, shared)                  ->  add(C(routed), C(shared))
+
+A chain of slice writes into a value that is not a fresh tensor (``empty``, ``zeros``) is left
+and reported (its own unit would still differ from the parts'); a sum of a value and a
+broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after.
 """
 
 from __future__ import annotations
 
+import torch
 import torch.fx as fx
 
 from ..canonical import canonical
 from ..fxutil import base_name, module_path
 from ..record import record
+from ..units import Unit
 from .patterns import RewriteContext, describe, through_casts
 
 __all__ = ["mixed_parts"]
 
 _LISTS = {"cat", "stack"}
+_SUMS = {"add", "sub"}
 _FRESH = {"empty", "new_empty", "empty_like", "zeros", "new_zeros", "zeros_like", "full", "new_full",
           "empty_strided", "empty_permuted"}
 
@@ -42,6 +51,24 @@ def _scatter_chain(node: fx.Node) -> list[fx.Node] | None:
     return None
 
 
+def _weights(unit: object) -> frozenset[str]:
+    return frozenset(g for g in unit.generators() if g.startswith("p:")) if isinstance(unit, Unit) else frozenset()
+
+
+def _same_shape_terms(node: fx.Node) -> bool:
+    """Both terms of a sum are tensors of the sum's own shape computed through different weights:
+    two branch outputs, not a value and a broadcast bias, mask or constant, nor two powers of
+    one value (``x + 0.044715 * x**3`` in a tanh GELU, which the activation rule handles)."""
+    out = node.meta.get("val")
+    terms = node.args[:2]
+    if node.kwargs.get("alpha") not in (None, 1) or not isinstance(out, torch.Tensor) or len(terms) < 2:
+        return False
+    vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in terms]
+    units = [record(t).unit if isinstance(t, fx.Node) else None for t in terms]
+    return all(isinstance(v, torch.Tensor) and v.shape == out.shape and v.is_floating_point() for v in vals) \
+        and all(_weights(u) for u in units) and _weights(units[0]) != _weights(units[1])
+
+
 def _canonical_before(ctx: RewriteContext, part: fx.Node, user: fx.Node) -> fx.Node:
     with ctx.graph.inserting_before(user):
         c = ctx.graph.call_function(canonical, (part,))
@@ -52,14 +79,20 @@ def _canonical_before(ctx: RewriteContext, part: fx.Node, user: fx.Node) -> fx.N
 
 
 def mixed_parts(ctx: RewriteContext) -> None:
-    """join(a, b) of parts with different units (UC101 on cat, stack, slice_scatter) ->
-    join(C(a), C(b)): every part dimensionless before it is joined."""
+    """join(a, b) of parts with different units (UC101 on cat, stack, slice_scatter, or a sum of
+    two same-shaped branch outputs) -> join(C(a), C(b)): every part dimensionless before it is
+    joined."""
     done: set[fx.Node] = set()
     for n in list(ctx.graph.nodes):
         name = base_name(n)
-        if record(n).violation != "UC101" or name not in (*_LISTS, "slice_scatter"):
+        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, "slice_scatter") or not n.users:
             continue
-        if name in _LISTS:
+        if name in _SUMS:
+            if not _same_shape_terms(n):
+                continue  # a mask or bias added to scores: the attention rules' part, or left to lint
+            n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
+            count = 2
+        elif name in _LISTS:
             parts = list(n.args[0])  # type: ignore[arg-type]
             new = [_canonical_before(ctx, p, n) if isinstance(p, fx.Node) else p for p in parts]
             n.args = (new, *n.args[1:])
