@@ -146,3 +146,34 @@ def shared_expert_lm():  # type: ignore[no-untyped-def]
     cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
     idx = torch.randint(0, 32, (2, 8))
     return SharedExpertLM(cfg), (idx, idx.roll(1, 1))
+
+
+class UpcastRMSNorm(nn.Module):
+    """NanoChat's and many others' RMSNorm without a gain: computed in float32 whatever the
+    input's dtype, then cast back to it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32)
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x)
+
+
+class NormedEmbeddingLM(SplitKeyLM):
+    """The embedding normalised (in float32, cast back) before the first block, as NanoChat does."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.norm0 = UpcastRMSNorm()
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.norm0(self.wte(idx))
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def normed_embedding_lm():  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    idx = torch.randint(0, 32, (2, 8))
+    return NormedEmbeddingLM(cfg), (idx, idx.roll(1, 1))

@@ -15,7 +15,7 @@ from unitcheck.linter import lint
 from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
-from .pattern_models import shared_expert_lm, split_key_lm, wrapper_lm
+from .pattern_models import normed_embedding_lm, shared_expert_lm, split_key_lm, wrapper_lm
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
@@ -58,6 +58,21 @@ def test_routed_and_shared_experts_summed() -> None:
     assert infer_units(res.module, inputs).violations == []
     assert any(line.startswith("[mixed_parts] add@mlp") for line in res.gct.log)
     assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_stream_keeps_the_dtype_of_a_float32_normaliser_cast_back() -> None:
+    """NanoChat normalises the embedding in float32 and casts it back (``.type_as(x)``); the
+    canonical stream must be the value cast back, or the rewritten model computes its stream in
+    float32 under float64 weights (`units DIR --verify` exits 2 on a dtype mismatch)."""
+    import copy
+
+    model, inputs = normed_embedding_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    wide = copy.deepcopy(res.module).double()
+    with torch.no_grad():
+        logits, loss = wide(*inputs)
+    assert logits.dtype == torch.float64 and torch.isfinite(loss)
 
 
 def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

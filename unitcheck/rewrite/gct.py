@@ -175,6 +175,10 @@ def residual_stream(ctx: RewriteContext) -> None:
         h = canon.get(root)
         if h is None:
             h = _canonical_root(ctx, root)
+            if stream is not root and through_casts(stream) is h:  # type: ignore[arg-type]
+                # a normaliser computed in float32 and cast back (``.type_as(x)``): the stream is
+                # the value cast back, in the model's dtype, not the float32 one
+                h = stream  # type: ignore[assignment]
             canon[root] = h
         here = module_path(add)
         top, later = _later_parts(add, h, here)
