@@ -3,7 +3,8 @@
 Each type goes through the stages ``build`` (``hf:<type>`` on the meta device), ``trace``,
 ``lint`` (unit inference and violations), ``verify`` (the oracle and the radial fingerprint on a
 CPU build), ``identity`` (the null rewrite, compared bit for bit with the model in eval and training
-mode) and, for causal language models, ``rewrite`` (GCT; ok only when the result lints clean).
+mode) and, for causal language models, ``rewrite`` (GCT; ok only when the result lints clean and
+the directory it writes passes ``unitcheck units DIR --verify``).
 Every stage records a status (ok / fail = a one-line user-facing error / error = an internal
 exception / timeout / skipped), its seconds and a one-line reason. Results go to a resumable JSON
 store (one entry per type; a rerun redoes only missing, failed or stale entries, stale meaning run
@@ -193,6 +194,34 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
             left += [f"{v.rule} {v.module or '<root>'}" for v in after.violations[:3]]
             out["reason"] = _one_line(f"incomplete: {res.gct.residuals_rewritten}/{res.gct.residuals} residual adds "
                                       f"rewritten; left: {'; '.join(left)}")
+            return out
+        out.update(verify_written(res, inputs))
+        return out
+
+    def verify_written(res: Any, inputs: Any) -> dict[str, Any]:
+        """What acceptance asks of a complete rewrite: the directory it writes passes
+        ``unitcheck units DIR --verify`` (exit 0), run as the command line runs it."""
+        import io
+        import tempfile
+
+        from unitcheck.cli import main as cli_main
+        from unitcheck.rewrite.api import write_rewrite
+
+        with tempfile.TemporaryDirectory(prefix="zoo_rw_") as tmp:
+            out_dir = os.path.join(tmp, "rewrite")
+            write_rewrite(res, out_dir, f"hf:{model_type}", inputs, {"complete": True})
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                rc = cli_main(["units", out_dir, "--verify", "--format", "json", "--output", os.path.join(tmp, "units.json")])
+            oracle = {}
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                oracle = json.loads(Path(tmp, "units.json").read_text())["oracle"]
+        out: dict[str, Any] = {"verify_rc": rc}
+        if oracle:
+            out["verify"] = {k: oracle[k] for k in ("checked", "agreed", "violations", "confirmed") if k in oracle}
+        if rc != 0:
+            out["status"] = "fail"
+            out["reason"] = _one_line(f"`units DIR --verify` exits {rc}: {err.getvalue().strip() or 'oracle not ok'}")
         return out
 
     torch.manual_seed(0)
@@ -504,7 +533,7 @@ def render(store: dict[str, Any]) -> str:
         f"| oracle agreements | {s['oracle_agree']}/{s['verified']} models verified; {s['nodes_agreed']}/{s['nodes_checked']} nodes |",
         f"| fingerprint matches | {s['fingerprint_all_match']}/{s['fingerprint_models']} models with a loss; {s['generators_matched']}/{s['generators']} generators |",
         f"| null rewrites (`--to identity`) | {s['identities_equal']}/{s['identities']} equal bit for bit (eval and train: outputs, gradients, buffers) |",
-        f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete (zero violations left) |",
+        f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete (zero violations left, and `units DIR --verify` exits 0 on the written directory) |",
         f"| internal errors | {s['internal_errors']}{(': ' + ', '.join(s['internal_error_list'][:20])) if s['internal_errors'] else ''} |",
         f"| timeouts | {s['timeouts']} |",
         f"| wall time | last run {run.get('wall_seconds', 0):.0f} s with {run.get('jobs', '?')} job(s), "
@@ -535,6 +564,8 @@ def render(store: dict[str, Any]) -> str:
         fps = f"{fp['matched']}/{fp['total']}" if fp else ("no loss" if "checked" in v else "")
         rws = (f"{rw['rewritten']}/{rw['residuals']} → {_fmt_counts(rw.get('violations_after'))}" if "residuals" in rw
                else ("" if rw.get("status") in (None, "skipped") else rw["status"]))
+        if "verify_rc" in rw:
+            rws += f"; verify exit {rw['verify_rc']}"
         secs = " / ".join(f"{st[k]['seconds']:.1f}" for k in STAGES if k in st and st[k]["status"] != "skipped")
         reason = next((st[k]["reason"] for k in STAGES if k in st and st[k]["status"] not in ("ok", "skipped")), "")
         head = b.get("head", "")

@@ -60,7 +60,13 @@ def test_run_all_quick(tmp_path: Path) -> None:
     assert all((q / f"{name}.png").stat().st_size > 1000 for name in plots)
     assert all(f"]({name}.png)" in page for name in plots)  # every plot is linked, beside the page
     assert len(vision["gct"]["train_curve"]) == 30
-    spent = sum(v["seconds"] for name in plots for v in json.loads((q / f"{name}.json").read_text())["entries"].values())
+    rt = json.loads((q / "rewrite_train.json").read_text())["entries"]  # issue 15: original and rewritten
+    assert set(rt) == {f"{a}|{f}" for a in ("falcon", "mixtral", "bert") for f in ("original", "gct")}
+    assert all(v["rewrite_exit"] == 0 and v["violations_after"] == 0 for k, v in rt.items() if k.endswith("|gct"))
+    assert all(v["steps"] == v["steps_planned"] and v["final_val_loss"] is not None for v in rt.values())
+    assert "Rewritten transformers models in training" in page
+    stored = [*plots, "rewrite_train"]
+    spent = sum(v["seconds"] for name in stored for v in json.loads((q / f"{name}.json").read_text())["entries"].values())
     assert f"summed over entries): {spent / 60:.0f} min" in page  # compute survives resumes
 
 

@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-EXPERIMENTS = ["lr_robustness", "ptq", "depth", "fingerprint_exp", "snr_width", "pinn", "vision"]
+EXPERIMENTS = ["lr_robustness", "ptq", "depth", "fingerprint_exp", "snr_width", "pinn", "vision", "rewrite_train"]
 
 
 def main() -> None:

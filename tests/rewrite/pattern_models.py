@@ -56,3 +56,124 @@ def squared_head():  # type: ignore[no-untyped-def]
     squared = SquaredHead(GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2))
     squared.load_state_dict(model.state_dict())
     return squared, inputs
+
+
+class SplitKeyAttention(nn.Module):
+    """DeepSeek's multi-head latent attention in small: each key is two parts from two
+    projections (a normalised latent and a separate positional part), concatenated with ``cat``
+    or written into an empty tensor slice by slice (``slice_scatter``)."""
+
+    def __init__(self, cfg: GPTConfig, scatter: bool) -> None:
+        super().__init__()
+        self.n_head, self.scatter = cfg.n_head, scatter
+        hd = cfg.n_embd // cfg.n_head
+        self.nope, self.pe = hd // 2, hd - hd // 2
+        self.q_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.kv_a = nn.Linear(cfg.n_embd, cfg.n_embd // 2, bias=False)
+        self.kv_norm = nn.LayerNorm(cfg.n_embd // 2)
+        self.kv_b = nn.Linear(cfg.n_embd // 2, cfg.n_head * (self.nope + hd), bias=False)
+        self.k_pe = nn.Linear(cfg.n_embd, self.pe, bias=False)
+        self.o_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        hd = C // self.n_head
+        q = self.q_proj(x).view(B, T, self.n_head, hd).transpose(1, 2)
+        kv = self.kv_b(self.kv_norm(self.kv_a(x))).view(B, T, self.n_head, self.nope + hd).transpose(1, 2)
+        k_nope, v = kv.split([self.nope, hd], dim=-1)
+        k_pe = self.k_pe(x).view(B, 1, T, self.pe).expand(B, self.n_head, T, self.pe)
+        if self.scatter:
+            k = k_nope.new_empty(B, self.n_head, T, hd)
+            k[..., : self.nope] = k_nope
+            k[..., self.nope :] = k_pe
+        else:
+            k = torch.cat([k_nope, k_pe], dim=-1)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class SplitKeyLM(nn.Module):
+    def __init__(self, cfg: GPTConfig, scatter: bool) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.ln1, self.ln2, self.norm = (nn.LayerNorm(cfg.n_embd) for _ in range(3))
+        self.attn, self.mlp = SplitKeyAttention(cfg, scatter), MLP(cfg)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def split_key_lm(scatter: bool = False):  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    idx = torch.randint(0, 32, (2, 8))
+    return SplitKeyLM(cfg, scatter), (idx, idx.roll(1, 1))
+
+
+class SharedExpertMLP(nn.Module):
+    """Qwen2-MoE's sparse block in small: the routed experts' output plus a sigmoid-gated
+    shared expert, on flattened tokens, reshaped back; the two summands carry different units."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 2, bias=False)
+        self.experts = nn.ModuleList([MLP(cfg), MLP(cfg)])
+        self.shared_expert = MLP(cfg)
+        self.shared_expert_gate = nn.Linear(cfg.n_embd, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        flat = x.view(-1, C)
+        weights = torch.softmax(self.router(flat), dim=-1)
+        routed = weights[:, :1] * self.experts[0](flat)
+        shared = torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
+        return (routed + shared).reshape(B, T, C)
+
+
+class SharedExpertLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp = SharedExpertMLP(cfg)  # type: ignore[assignment]
+
+
+def shared_expert_lm():  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    idx = torch.randint(0, 32, (2, 8))
+    return SharedExpertLM(cfg), (idx, idx.roll(1, 1))
+
+
+class UpcastRMSNorm(nn.Module):
+    """NanoChat's and many others' RMSNorm without a gain: computed in float32 whatever the
+    input's dtype, then cast back to it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32)
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x)
+
+
+class NormedEmbeddingLM(SplitKeyLM):
+    """The embedding normalised (in float32, cast back) before the first block, as NanoChat does."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.norm0 = UpcastRMSNorm()
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.norm0(self.wte(idx))
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def normed_embedding_lm():  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    idx = torch.randint(0, 32, (2, 8))
+    return NormedEmbeddingLM(cfg), (idx, idx.roll(1, 1))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from unitcheck.cli import main
 from unitcheck.infer import infer_units
@@ -14,7 +15,7 @@ from unitcheck.linter import lint
 from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
-from .pattern_models import wrapper_lm
+from .pattern_models import normed_embedding_lm, shared_expert_lm, split_key_lm, wrapper_lm
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
@@ -29,6 +30,49 @@ def test_residual_adds_in_a_wrapper_module() -> None:
     assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
     assert {"layers.0.2.alpha_attn", "layers.1.2.alpha_mlp"} <= set(res.gct.new_params)
     assert infer_units(res.module, inputs).violations == []
+
+
+@pytest.mark.parametrize("scatter", [False, True], ids=["cat", "slice_scatter"])
+def test_keys_joined_from_parts_with_different_units(scatter: bool) -> None:
+    """DeepSeek-style keys: a latent part and a positional part from two projections, joined by
+    ``cat`` or written slice by slice into an empty tensor (UC101). Each part is canonicalised
+    before the join; the rewrite lints clean and still computes a finite loss."""
+    model, inputs = split_key_lm(scatter)
+    join = "aten.slice_scatter.default" if scatter else "aten.cat.default"
+    assert ("UC101", "attn", join) in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[mixed_parts]") for line in res.gct.log)
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_routed_and_shared_experts_summed() -> None:
+    """Qwen2-MoE: routed experts plus a gated shared expert, summed on flattened tokens (UC101
+    on the add inside the MLP). Each summand is canonicalised; router, gate and experts are
+    handled by their own rules, and the result lints clean."""
+    model, inputs = shared_expert_lm()
+    assert ("UC101", "mlp", "aten.add.Tensor") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[mixed_parts] add@mlp") for line in res.gct.log)
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_stream_keeps_the_dtype_of_a_float32_normaliser_cast_back() -> None:
+    """NanoChat normalises the embedding in float32 and casts it back (``.type_as(x)``); the
+    canonical stream must be the value cast back, or the rewritten model computes its stream in
+    float32 under float64 weights (`units DIR --verify` exits 2 on a dtype mismatch)."""
+    import copy
+
+    model, inputs = normed_embedding_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    wide = copy.deepcopy(res.module).double()
+    with torch.no_grad():
+        logits, loss = wide(*inputs)
+    assert logits.dtype == torch.float64 and torch.isfinite(loss)
 
 
 def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,3 +115,20 @@ def test_architectures_rewrite_clean_and_verify(arch: str, tmp_path: Path, capsy
     out = tmp_path / arch
     assert main(["rewrite", f"hf:{arch}", "--out", str(out)]) == 0, capsys.readouterr().out
     assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+
+
+def test_usage_lists_every_registered_rule_with_before_and_after() -> None:
+    """docs/usage.md's pattern table has a row for every rule the driver runs, each with a
+    before and an after snippet (code in backticks in both cells)."""
+    from unitcheck.rewrite.gct import RULES
+
+    text = (HERE.parents[1] / "docs" / "usage.md").read_text()
+    text = text.split("**The patterns**", 1)[1].split("\n#", 1)[0]  # the pattern table's section
+    rows = [line.split("|")[1:4] for line in text.splitlines() if line.startswith("| `")]
+    documented: dict[str, int] = {}
+    for name, before, after in rows:
+        rule = name.strip().split("`")[1]
+        if "`" in before and "`" in after:
+            documented[rule] = documented.get(rule, 0) + 1
+    missing = [r.__name__ for r in RULES if r.__name__ not in documented]
+    assert RULES and not missing, f"rules without a before/after row in docs/usage.md: {missing}"

@@ -37,6 +37,7 @@ from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
 from ..unitgraph import UnitGraph
+from .joins import mixed_parts
 from .patterns import RewriteContext, Rule, describe, through_casts, users_through_casts
 
 __all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
@@ -174,6 +175,10 @@ def residual_stream(ctx: RewriteContext) -> None:
         h = canon.get(root)
         if h is None:
             h = _canonical_root(ctx, root)
+            if stream is not root and through_casts(stream) is h:  # type: ignore[arg-type]
+                # a normaliser computed in float32 and cast back (``.type_as(x)``): the stream is
+                # the value cast back, in the model's dtype, not the float32 one
+                h = stream  # type: ignore[assignment]
             canon[root] = h
         here = module_path(add)
         top, later = _later_parts(add, h, here)
@@ -569,8 +574,8 @@ def router_logits(ctx: RewriteContext) -> None:
         ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
 
 
-RULES: list[Rule] = [residual_stream, branch_normalisers, attention, explicit_attention, activations, logits,
-                    router_logits]
+RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, explicit_attention, activations,
+                    logits, router_logits]
 
 
 # -- driver -----------------------------------------------------------------------------------

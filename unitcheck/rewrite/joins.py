@@ -1,0 +1,114 @@
+"""The ``mixed_parts`` rule: a tensor joined from parts with different units.
+
+DeepSeek's multi-head latent attention builds each key from a latent part (a normalised
+projection) and a positional part (another projection), by ``cat`` or by writing both into an
+empty tensor slice by slice (``k[..., :a] = k_nope; k[..., a:] = k_pe``, which the graph records
+as a chain of ``slice_scatter``). The lint reports the join (UC101); the rule canonicalises each
+part before it is joined, as the embedding-sum rule does for summed tables:
+
+    cat([a, b])                          ->  cat([C(a), C(b)])
+    slice_scatter(slice_scatter(empty, a), b)  ->  slice_scatter(slice_scatter(empty, C(a)), C(b))
+
+Qwen2-MoE sums the routed experts' output and a gated shared expert's inside its MLP (UC101 on
+the add); each summand is canonicalised the same way:
+
+    add(routed, shared)                  ->  add(C(routed), C(shared))
+
+A chain of slice writes into a value that is not a fresh tensor (``empty``, ``zeros``) is left
+and reported (its own unit would still differ from the parts'); a sum of a value and a
+broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ..canonical import canonical
+from ..fxutil import base_name, module_path
+from ..record import record
+from ..units import Unit
+from .patterns import RewriteContext, describe, through_casts
+
+__all__ = ["mixed_parts"]
+
+_LISTS = {"cat", "stack"}
+_SUMS = {"add", "sub"}
+_FRESH = {"empty", "new_empty", "empty_like", "zeros", "new_zeros", "zeros_like", "full", "new_full",
+          "empty_strided", "empty_permuted"}
+
+
+def _scatter_chain(node: fx.Node) -> list[fx.Node] | None:
+    """The ``slice_scatter`` writes from a fresh tensor up to ``node``; None when the first one
+    writes into a value."""
+    chain: list[fx.Node] = []
+    cur: object = node
+    while isinstance(cur, fx.Node) and base_name(cur) == "slice_scatter":
+        chain.append(cur)
+        cur = cur.args[0]
+    if isinstance(cur, fx.Node) and base_name(through_casts(cur)) in _FRESH:
+        return chain
+    return None
+
+
+def _weights(unit: object) -> frozenset[str]:
+    return frozenset(g for g in unit.generators() if g.startswith("p:")) if isinstance(unit, Unit) else frozenset()
+
+
+def _same_shape_terms(node: fx.Node) -> bool:
+    """Both terms of a sum are tensors of the sum's own shape computed through different weights:
+    two branch outputs, not a value and a broadcast bias, mask or constant, nor two powers of
+    one value (``x + 0.044715 * x**3`` in a tanh GELU, which the activation rule handles)."""
+    out = node.meta.get("val")
+    terms = node.args[:2]
+    if node.kwargs.get("alpha") not in (None, 1) or not isinstance(out, torch.Tensor) or len(terms) < 2:
+        return False
+    vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in terms]
+    units = [record(t).unit if isinstance(t, fx.Node) else None for t in terms]
+    return all(isinstance(v, torch.Tensor) and v.shape == out.shape and v.is_floating_point() for v in vals) \
+        and all(_weights(u) for u in units) and _weights(units[0]) != _weights(units[1])
+
+
+def _canonical_before(ctx: RewriteContext, part: fx.Node, user: fx.Node) -> fx.Node:
+    with ctx.graph.inserting_before(user):
+        c = ctx.graph.call_function(canonical, (part,))
+    for key in ("nn_module_stack", "stack_trace"):
+        if key in user.meta:
+            c.meta[key] = user.meta[key]
+    return c
+
+
+def mixed_parts(ctx: RewriteContext) -> None:
+    """join(a, b) of parts with different units (UC101 on cat, stack, slice_scatter, or a sum of
+    two same-shaped branch outputs) -> join(C(a), C(b)): every part dimensionless before it is
+    joined."""
+    done: set[fx.Node] = set()
+    for n in list(ctx.graph.nodes):
+        name = base_name(n)
+        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, "slice_scatter") or not n.users:
+            continue
+        if name in _SUMS:
+            if not _same_shape_terms(n):
+                continue  # a mask or bias added to scores: the attention rules' part, or left to lint
+            n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
+            count = 2
+        elif name in _LISTS:
+            parts = list(n.args[0])  # type: ignore[arg-type]
+            new = [_canonical_before(ctx, p, n) if isinstance(p, fx.Node) else p for p in parts]
+            n.args = (new, *n.args[1:])
+            count = len(parts)
+        else:
+            chain = _scatter_chain(n)
+            if chain is None:
+                ctx.skip(module_path(n), "slices with different units written into a value that is not a fresh tensor")
+                continue
+            count = 0
+            for s in chain:
+                if s in done or not isinstance(s.args[1], fx.Node):
+                    continue
+                done.add(s)
+                args = list(s.args)
+                args[1] = _canonical_before(ctx, s.args[1], s)
+                s.args = tuple(args)
+                count += 1
+        ctx.note("mixed_parts", describe(n), f"{name} of C(part) for each of its {count} parts")
