@@ -272,3 +272,19 @@ def test_kinks_do_not_make_the_finite_difference_a_disagreement() -> None:
     assert [d for d in res.disagreements if d.mode == "fingerprint"] == [], [str(d) for d in res.disagreements]
     branch = next(r for r in res.fingerprint or [] if "branch" in r.generator)
     assert branch.methods_agree and abs(branch.methods["finite_difference"] - branch.rate) <= 1e-6 * abs(branch.rate)
+
+
+def test_global_mode_on_a_graph_with_symbolic_output_sizes() -> None:
+    """A dynamic (or replayed) capture records symbolic sizes; the global probe is drawn at the
+    run's real output shape (exaone4_5_vision failed with "SymIntArrayRef expected to contain only
+    concrete integers")."""
+    from unitcheck.infer import infer_units
+    from unitcheck.tracer import trace
+
+    model = nn.Linear(8, 4).double()
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    tg = trace(model, (x,), dynamic=True)
+    assert any(isinstance(d, torch.SymInt) for n in tg.graph.nodes
+               if isinstance(n.meta.get("val"), torch.Tensor) for d in n.meta["val"].shape)
+    res = oracle.verify_graph(infer_units(model, (x,), traced=tg))
+    assert res.ok and res.checked == res.agreed > 0

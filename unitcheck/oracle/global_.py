@@ -68,7 +68,16 @@ def _first_output(ug: UnitGraph) -> fx.Node:
     return next(o for o in ug.traced.output_nodes() if isinstance(o, fx.Node))
 
 
-def _run(ug: UnitGraph, g: Mapping[str, float] | None, probe: torch.Tensor | None,
+PROBE_SEED = 7
+
+
+def _probe(like: torch.Tensor) -> torch.Tensor:
+    """A fixed random direction shaped like the run's real output (the graph's recorded shape may
+    hold symbols a replayed or dynamic capture left)."""
+    return torch.randn(tuple(like.shape), generator=torch.Generator().manual_seed(PROBE_SEED), dtype=torch.float64)
+
+
+def _run(ug: UnitGraph, g: Mapping[str, float] | None, probe: bool,
          probe_unit: Unit | None) -> tuple[GradRun, float]:
     """Values and gradients of the loss (or of <output, probe>), and the loss's magnitude (the
     scale against which a gradient is judged to be rounding noise)."""
@@ -81,7 +90,7 @@ def _run(ug: UnitGraph, g: Mapping[str, float] | None, probe: torch.Tensor | Non
             scale_box[0] = float(loss.detach().abs().sum())
             return loss  # type: ignore[no-any-return]
         out = env[_first_output(ug)]
-        r = probe if probe is not None else torch.zeros_like(out)
+        r = _probe(out) if probe else torch.zeros_like(out)
         if g is not None and probe_unit is not None:
             r = r * probe_unit.character(g)
         scale_box[0] = float((out * r).detach().abs().sum())
@@ -95,14 +104,12 @@ def _run(ug: UnitGraph, g: Mapping[str, float] | None, probe: torch.Tensor | Non
 def global_mode(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
     g = draw(ug.generators(), rng)
     loss_node = ug.loss_node
-    probe, probe_unit = None, None
+    probe, probe_unit = False, None
     if loss_node is None:
         out = _first_output(ug)
-        val = out.meta.get("val")
-        if not isinstance(val, torch.Tensor):
+        if not isinstance(out.meta.get("val"), torch.Tensor):
             raise OracleError("the model's first output is not a tensor; return a tensor or a loss")
-        gen = torch.Generator().manual_seed(7)
-        probe = torch.randn(tuple(val.shape), generator=gen, dtype=torch.float64)
+        probe = True
         u = unit_of(out)
         probe_unit = u.inverse() if isinstance(u, Unit) else None
     base, base_scale = _run(ug, None, probe, probe_unit)
