@@ -9,6 +9,14 @@ from unitcheck.models.gpt import MLP, CausalSelfAttention, GPTConfig
 from unitcheck.models.layers import lm_output
 
 
+def _tiny_lm(cls, *args):  # type: ignore[no-untyped-def]
+    """One layer, width 16, a batch of 2 x 8 tokens and shifted targets, seeded."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
+    idx = torch.randint(0, 32, (2, 8))
+    return cls(cfg, *args), (idx, idx.roll(1, 1))
+
+
 class Residual(nn.Module):
     """The residual add as a module of its own, called beside the block it adds."""
 
@@ -35,10 +43,7 @@ class WrapperLM(nn.Module):
 
 
 def wrapper_lm():  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
-    idx = torch.randint(0, 32, (2, 8))
-    return WrapperLM(cfg), (idx, idx.roll(1, 1))
+    return _tiny_lm(WrapperLM)
 
 
 class SquaredHead(WrapperLM):
@@ -52,10 +57,7 @@ class SquaredHead(WrapperLM):
 
 
 def squared_head():  # type: ignore[no-untyped-def]
-    model, inputs = wrapper_lm()
-    squared = SquaredHead(GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2))
-    squared.load_state_dict(model.state_dict())
-    return squared, inputs
+    return _tiny_lm(SquaredHead)  # the same seeded weights as wrapper_lm's
 
 
 class SplitKeyAttention(nn.Module):
@@ -108,10 +110,7 @@ class SplitKeyLM(nn.Module):
 
 
 def split_key_lm(scatter: bool = False):  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
-    idx = torch.randint(0, 32, (2, 8))
-    return SplitKeyLM(cfg, scatter), (idx, idx.roll(1, 1))
+    return _tiny_lm(SplitKeyLM, scatter)
 
 
 class SharedExpertMLP(nn.Module):
@@ -142,10 +141,7 @@ class SharedExpertLM(SplitKeyLM):
 
 
 def shared_expert_lm():  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
-    idx = torch.randint(0, 32, (2, 8))
-    return SharedExpertLM(cfg), (idx, idx.roll(1, 1))
+    return _tiny_lm(SharedExpertLM)
 
 
 class UpcastRMSNorm(nn.Module):
@@ -173,7 +169,4 @@ class NormedEmbeddingLM(SplitKeyLM):
 
 
 def normed_embedding_lm():  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_embd=16, n_head=2)
-    idx = torch.randint(0, 32, (2, 8))
-    return NormedEmbeddingLM(cfg), (idx, idx.roll(1, 1))
+    return _tiny_lm(NormedEmbeddingLM)
