@@ -21,6 +21,17 @@ HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
 
 
+def _fixed_by_mixed_parts(model, inputs, finding: tuple[str, str, str], log_prefix: str) -> None:  # type: ignore[no-untyped-def]
+    """The model lints with ``finding``; its rewrite is complete, lints clean, logs the
+    mixed_parts rule and computes a finite loss."""
+    assert finding in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    assert any(line.startswith(log_prefix) for line in res.gct.log)
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
 def test_residual_adds_in_a_wrapper_module() -> None:
     """x-transformers style: ``residual(block(norm(x)), x)`` with the add in a module beside the
     block. Lint calls the adds residual mismatches; the rewrite puts them on the stream."""
@@ -39,12 +50,7 @@ def test_keys_joined_from_parts_with_different_units(scatter: bool) -> None:
     before the join; the rewrite lints clean and still computes a finite loss."""
     model, inputs = split_key_lm(scatter)
     join = "aten.slice_scatter.default" if scatter else "aten.cat.default"
-    assert ("UC101", "attn", join) in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
-    res = rewrite(model, inputs)
-    assert res.complete and not res.gct.unhandled
-    assert infer_units(res.module, inputs).violations == []
-    assert any(line.startswith("[mixed_parts]") for line in res.gct.log)
-    assert torch.isfinite(res.module(*inputs)[1])
+    _fixed_by_mixed_parts(model, inputs, ("UC101", "attn", join), "[mixed_parts]")
 
 
 def test_routed_and_shared_experts_summed() -> None:
@@ -52,12 +58,7 @@ def test_routed_and_shared_experts_summed() -> None:
     on the add inside the MLP). Each summand is canonicalised; router, gate and experts are
     handled by their own rules, and the result lints clean."""
     model, inputs = shared_expert_lm()
-    assert ("UC101", "mlp", "aten.add.Tensor") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
-    res = rewrite(model, inputs)
-    assert res.complete and not res.gct.unhandled
-    assert infer_units(res.module, inputs).violations == []
-    assert any(line.startswith("[mixed_parts] add@mlp") for line in res.gct.log)
-    assert torch.isfinite(res.module(*inputs)[1])
+    _fixed_by_mixed_parts(model, inputs, ("UC101", "mlp", "aten.add.Tensor"), "[mixed_parts] add@mlp")
 
 
 def test_stream_keeps_the_dtype_of_a_float32_normaliser_cast_back() -> None:
