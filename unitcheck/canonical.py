@@ -124,5 +124,3 @@ def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
     with _marked("orthogonal"):
         return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
-
-

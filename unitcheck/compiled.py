@@ -1,5 +1,5 @@
 """Optional ``torch.compile`` for the library's elementwise kernels (the NVFP4 quantiser, GCT's
-residual update): one fused kernel instead of a pass over memory per operation.
+canonicaliser): one fused kernel instead of a pass over memory per operation.
 
 On by default; ``UNITCHECK_COMPILE=0`` runs every kernel eagerly, and so does a platform without a
 compiler or a backend that fails once (the eager function computes the same values, so a failure
