@@ -167,6 +167,42 @@ def test_slice_assignment_into_a_new_tensor() -> None:
     assert res.checked == res.agreed and res.global_checked == res.global_agreed
 
 
+class UninitialisedFill(nn.Module):
+    """MiniCPM3-style: ``new_empty`` filled by two slice assignments (uninitialised memory)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 3, bias=False)
+        self.b = nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x.new_empty(x.shape[0], 6)
+        out[:, :3].copy_(self.a(x))
+        out[:, 3:].copy_(self.b(x))
+        return out
+
+
+class UninitialisedPad(nn.Module):
+    """An uninitialised buffer used as padding, as a method call and as a function."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        pad = h.new_empty(h.shape[0], 2) + torch.empty_like(h[:, :2])
+        return torch.cat([h, pad * 0.0], dim=-1)
+
+
+@pytest.mark.parametrize(("model_cls", "method"), [
+    (UninitialisedFill, "export"), (UninitialisedPad, "export"), (UninitialisedPad, "fx")])
+def test_uninitialised_buffers(model_cls: type[nn.Module], method: str) -> None:
+    res = oracle.verify(model_cls(), torch.randn(2, 4), with_fingerprint=False, method=method)
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.checked == res.agreed > 0 and res.global_checked == res.global_agreed
+
+
 class EmptyPart(nn.Module):
     def __init__(self) -> None:
         super().__init__()

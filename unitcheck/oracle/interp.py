@@ -77,10 +77,23 @@ def _batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor
     return _eval_batch_norm(x, weight, bias, mean, var, momentum, eps)[0]
 
 
+def _zeroed(op: Any) -> Callable[..., Any]:
+    """``op`` (an uninitialised allocation) filled with zeros: memory the model never writes would
+    otherwise differ between the runs the oracle compares."""
+    def run(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return op(*args, **kwargs).zero_()
+    return run
+
+
+_EMPTY = (_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
+          _aten.empty_strided.default, _aten.new_empty_strided.default, _aten.empty_permuted.default,
+          torch.empty, torch.empty_like, torch.empty_strided)
+_EMPTY_METHODS = {"new_empty", "new_empty_strided"}
+
 # ops run as an equivalent with the same values: views as reshapes, copy as a differentiable copy,
-# eval-mode batch norm as its formula
+# eval-mode batch norm as its formula, uninitialised memory as zeros
 _RUN_AS: dict[Any, Callable[..., Any]] = {
-    **RUN_VIEW_AS, _aten.copy.default: _copy,
+    **RUN_VIEW_AS, _aten.copy.default: _copy, **{op: _zeroed(op) for op in _EMPTY},
     _aten._native_batch_norm_legit_no_training.default: _eval_batch_norm,
     _aten.native_batch_norm.default: _native_batch_norm,
     _aten.batch_norm.default: _batch_norm,
@@ -163,7 +176,8 @@ def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: 
         name = str(node.target)
         if high and is_value(obj):
             name = _LOW_PRECISION_METHODS.get(name, name)
-        return getattr(obj, name)(*rest, **kwargs)
+        out = getattr(obj, name)(*rest, **kwargs)
+        return out.zero_() if name in _EMPTY_METHODS else out
     if node.op == "call_module":
         return gm.get_submodule(str(node.target))(*args, **kwargs)
     raise ValueError(f"cannot call node {node.format_node()}")
