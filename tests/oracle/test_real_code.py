@@ -324,3 +324,21 @@ def test_global_mode_on_a_graph_with_symbolic_output_sizes() -> None:
                if isinstance(n.meta.get("val"), torch.Tensor) for d in n.meta["val"].shape)
     res = oracle.verify_graph(infer_units(model, (x,), traced=tg))
     assert res.ok and res.checked == res.agreed > 0
+
+
+class ClampedGate(nn.Module):
+    """A limit (``clamp(x, -100, 100)``, as fp16 guards and MoE expert code write it): a violation
+    only inputs beyond the limit show."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x).clamp(min=-100.0, max=100.0)
+
+
+def test_a_literal_threshold_is_confirmed_beyond_the_recorded_magnitudes() -> None:
+    res = oracle.verify(ClampedGate(), torch.randn(3, 4), with_fingerprint=False)
+    assert res.violations == res.confirmed >= 1
+    assert res.ok, [str(d) for d in res.disagreements]

@@ -121,14 +121,20 @@ def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2
     return False
 
 
-def _fresh_inputs(node: fx.Node, env: Env, seed: int) -> dict[fx.Node, Any]:
-    """The recorded inputs with every float tensor replaced by an independent Gaussian draw."""
+def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> dict[fx.Node, Any]:
+    """The recorded inputs with every float tensor replaced by an independent Gaussian draw, each
+    element times ``10**u`` with u uniform in [-spread, spread] (a literal threshold such as
+    ``clamp(x, -10, 10)`` only shows at magnitudes that reach it)."""
     g = torch.Generator().manual_seed(seed)
     out = dict(env)
     for p in node.all_input_nodes:
         v = env.get(p)
         if is_value(v):
-            out[p] = torch.randn(v.shape, generator=g, dtype=v.dtype)
+            x = torch.randn(v.shape, generator=g, dtype=v.dtype)
+            if spread:
+                u = torch.rand(v.shape, generator=g, dtype=torch.float64) * (2 * spread) - spread
+                x = x * torch.pow(10.0, u).to(v.dtype)
+            out[p] = x
     return out
 
 
@@ -137,9 +143,10 @@ def _confirm(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult,
     """A violation must break the identity. The recorded inputs are the first witness; when they
     happen to hide it (an input that is an exact multiple of another, a branch never taken), an
     identity is refuted by any input, so independent Gaussian inputs of the same shapes are the
-    second."""
+    second, and the same with magnitudes spread over six decades the third."""
     res.violations += 1
-    if _refuted(ug, node, env, g1, g2) or _refuted(ug, node, _fresh_inputs(node, env, 99), g1, g2):
+    if (_refuted(ug, node, env, g1, g2) or _refuted(ug, node, _fresh_inputs(node, env, 99), g1, g2)
+            or _refuted(ug, node, _fresh_inputs(node, env, 98, spread=3.0), g1, g2)):
         res.confirmed += 1
         return
     res.disagreements.append(
