@@ -327,15 +327,15 @@ def test_global_mode_on_a_graph_with_symbolic_output_sizes() -> None:
 
 
 class ClampedGate(nn.Module):
-    """A limit (``clamp(x, -100, 100)``, as fp16 guards and MoE expert code write it): a violation
-    only inputs beyond the limit show."""
+    """A limit (``clamp(x, -50000, 50000)``, as fp16 guards write it): a violation only inputs
+    beyond the limit show."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x).clamp(min=-100.0, max=100.0)
+        return self.fc(x).clamp(min=-50000.0, max=50000.0)
 
 
 def test_a_literal_threshold_is_confirmed_beyond_the_recorded_magnitudes() -> None:

@@ -6,6 +6,7 @@ scalar, ``r(g^2) != r(g)^2``)."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -138,15 +139,24 @@ def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> di
     return out
 
 
+def _largest_literal(node: fx.Node) -> float:
+    """The largest finite number among the node's arguments (1 when there is none)."""
+    nums = [abs(float(a)) for a in pytree.tree_leaves((node.args, node.kwargs))
+            if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)]
+    return max([1.0, *nums])
+
+
 def _confirm(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult,
              g1: Mapping[str, float], g2: Mapping[str, float]) -> None:
     """A violation must break the identity. The recorded inputs are the first witness; when they
     happen to hide it (an input that is an exact multiple of another, a branch never taken), an
     identity is refuted by any input, so independent Gaussian inputs of the same shapes are the
-    second, and the same with magnitudes spread over six decades the third."""
+    second, and the same with magnitudes spread from 1e-3 to beyond the node's largest literal
+    the third."""
     res.violations += 1
+    spread = max(3.0, math.log10(_largest_literal(node)) + 2.0)
     if (_refuted(ug, node, env, g1, g2) or _refuted(ug, node, _fresh_inputs(node, env, 99), g1, g2)
-            or _refuted(ug, node, _fresh_inputs(node, env, 98, spread=3.0), g1, g2)):
+            or _refuted(ug, node, _fresh_inputs(node, env, 98, spread=spread), g1, g2)):
         res.confirmed += 1
         return
     res.disagreements.append(
