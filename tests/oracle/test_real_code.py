@@ -342,3 +342,27 @@ def test_a_literal_threshold_is_confirmed_beyond_the_recorded_magnitudes() -> No
     res = oracle.verify(ClampedGate(), torch.randn(3, 4), with_fingerprint=False)
     assert res.violations == res.confirmed >= 1
     assert res.ok, [str(d) for d in res.disagreements]
+
+
+class PaddedTiedEmbedding(nn.Module):
+    """Pegasus-style: a tied embedding with ``padding_idx``, whose backward zeroes the padding
+    row's gradient although the loss depends on that row (the head reads it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(8, 4, padding_idx=0)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        h = self.fc(self.emb(ids))
+        h = h / h.norm(dim=-1, keepdim=True)
+        return F.cross_entropy((h @ self.emb.weight.t()).flatten(0, 1), labels)
+
+
+@pytest.mark.parametrize("method", ["export", "fx"])
+def test_padding_rows_count_in_the_measured_rate(method: str) -> None:
+    ids = torch.tensor([[0, 3, 5, 0], [2, 0, 7, 1]])
+    inputs = (ids, torch.tensor([1, 0, 2, 3, 0, 4, 5, 6]))
+    res = oracle.verify(PaddedTiedEmbedding(), inputs, with_fingerprint=True, method=method)
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.fingerprint and all(r.methods_agree for r in res.fingerprint)

@@ -85,15 +85,31 @@ def _zeroed(op: Any) -> Callable[..., Any]:
     return run
 
 
+def _embedding(weight: torch.Tensor, indices: torch.Tensor, padding_idx: int = -1,
+               scale_grad_by_freq: bool = False, sparse: bool = False) -> torch.Tensor:
+    """``aten.embedding`` with its true derivative: ``padding_idx`` and ``scale_grad_by_freq``
+    change only the backward (the padding row gets no gradient although a tied head reads it)."""
+    return _aten.embedding.default(weight, indices, -1, False, False)
+
+
+def _f_embedding(indices: torch.Tensor, weight: torch.Tensor, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False) -> torch.Tensor:
+    """``F.embedding`` (symbolic traces) likewise."""
+    return torch.nn.functional.embedding(indices, weight, None, max_norm, norm_type, False, sparse)
+
+
 _EMPTY = (_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
           _aten.empty_strided.default, _aten.new_empty_strided.default, _aten.empty_permuted.default,
           torch.empty, torch.empty_like, torch.empty_strided)
 _EMPTY_METHODS = {"new_empty", "new_empty_strided"}
 
 # ops run as an equivalent with the same values: views as reshapes, copy as a differentiable copy,
-# eval-mode batch norm as its formula, uninitialised memory as zeros
+# eval-mode batch norm as its formula, uninitialised memory as zeros, embedding with its true
+# derivative
 _RUN_AS: dict[Any, Callable[..., Any]] = {
     **RUN_VIEW_AS, _aten.copy.default: _copy, **{op: _zeroed(op) for op in _EMPTY},
+    _aten.embedding.default: _embedding, torch.nn.functional.embedding: _f_embedding,
     _aten._native_batch_norm_legit_no_training.default: _eval_batch_norm,
     _aten.native_batch_norm.default: _native_batch_norm,
     _aten.batch_norm.default: _batch_norm,
