@@ -268,9 +268,10 @@ class RuleContext:
         add, UC101 otherwise."""
         (a, ua), (b, ub) = _first_two_distinct(mismatch)
         units = {"lhs": ua, "rhs": ub}
+        every = [u for _, u in mismatch]  # a cat of six tables consumes all six scales
         if isinstance(a, fx.Node) and isinstance(b, fx.Node) and self.is_scalar(a) and self.is_scalar(b):
             return self.violation(
-                "UC303", f"loss terms with different units summed: {ua} and {ub}", units,
+                "UC303", f"loss terms with different units summed: {ua} and {ub}", units, consumed=every,
             )
         residual = (
             residual_pair(self.node, a, b, self.engine.order()) if what in ("add", "sub") else None
@@ -281,10 +282,10 @@ class RuleContext:
             return self.violation(
                 "UC102",
                 f"residual {what} mixes the stream's unit {us} with the branch's unit {ub_}",
-                {"stream": us, "branch": ub_},
+                {"stream": us, "branch": ub_}, consumed=every,
             )
         return self.violation(
-            "UC101", f"{what} of tensors with different units: {ua} and {ub}", units
+            "UC101", f"{what} of tensors with different units: {ua} and {ub}", units, consumed=every,
         )
 
 

@@ -366,3 +366,25 @@ def test_padding_rows_count_in_the_measured_rate(method: str) -> None:
     res = oracle.verify(PaddedTiedEmbedding(), inputs, with_fingerprint=True, method=method)
     assert res.ok, [str(d) for d in res.disagreements]
     assert res.fingerprint and all(r.methods_agree for r in res.fingerprint)
+
+
+class ThreeTables(nn.Module):
+    """LayoutLMv3-style: several embedding tables concatenated; every table's scale reaches the
+    loss through the one cat, not only the first two that differ."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables = nn.ModuleList(nn.Embedding(8, 2) for _ in range(3))
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        h = torch.cat([t(ids) for t in self.tables], dim=-1)
+        return F.cross_entropy(self.fc(h), labels)
+
+
+def test_every_operand_of_a_mismatched_combine_is_consumed() -> None:
+    res = oracle.verify(ThreeTables(), (torch.tensor([1, 2, 3, 4]), torch.tensor([0, 1, 2, 3])),
+                        with_fingerprint=True)
+    assert res.fingerprint is not None
+    tables = [r for r in res.fingerprint if "tables" in r.generator]
+    assert len(tables) == 3 and all(r.match and not r.predicted_gauge for r in tables), tables
