@@ -323,3 +323,19 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
     assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 71]"), inputs) == []  # a deeper layer: not guessed
     mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
     assert _reshaped(mm, inputs) == [("x", (2, 16, 320))]
+
+
+@needs_hf
+@pytest.mark.parametrize("model_type", ["llava", "qianfan_ocr"])
+def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str) -> None:
+    """The oracle builds on the CPU: its text must hold as many image tokens as on meta, or the
+    model's own check (tokens vs features) fails on the real run."""
+    from unitcheck import hf
+
+    _, on_meta = hf.build(model_type, device="meta")
+    model, on_cpu = hf.build(model_type, device="cpu")
+    assert torch.equal(on_meta["input_ids"], on_cpu["input_ids"])
+    token = model.config.image_token_id
+    assert int((on_cpu["input_ids"] == token).sum()) > 0
+    with torch.no_grad():
+        model(**on_cpu)

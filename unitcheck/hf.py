@@ -1023,9 +1023,14 @@ def _image_text(model: nn.Module, ids: torch.Tensor, image: dict[str, Any], toke
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
-                _as_export():
-            feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in image.items()})
+        on_meta = next((p.is_meta for p in model.parameters()), True)
+        if on_meta:  # counted on fake tensors
+            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                    _as_export():
+                feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in image.items()})
+        else:  # a real model (the oracle's) is counted by running its vision tower once
+            with torch.no_grad():
+                feats = get(**image)
     except Exception as err:
         if any(k in f"{type(err).__name__}: {err}" for k in _SIZE_INDEPENDENT):
             _NO_IMAGE_COUNT.add(type(model).__name__)
