@@ -67,7 +67,7 @@ def softmax(ctx: RuleContext) -> UnitValue:
     """
     What it does: softmax and log-softmax need a dimensionless input. The code says where: UC201
     when the probabilities weight values (explicit attention), UC301 when log-probabilities feed
-    a likelihood loss, UC203 otherwise.
+    a likelihood loss, UC203 otherwise. Over an axis of size 1 it is the constant 1.
     Why it matters: softmax is shift-invariant, not scale-invariant.
     Example: ``(q @ k.transpose(-2, -1) / math.sqrt(d)).softmax(-1) @ v``.
     Fix: canonicalise the input and apply a dimensionless temperature.
@@ -76,6 +76,9 @@ def softmax(ctx: RuleContext) -> UnitValue:
     u = ctx.u(x)
     if ctx.to_dimensionless(u) or isinstance(u, (Index, Poly)):
         return DIMENSIONLESS
+    shape, dim = ctx.shape(x), ctx.arg(1, "dim")
+    if shape is not None and isinstance(dim, int) and -len(shape) <= dim < len(shape) and shape[dim] == 1:
+        return DIMENSIONLESS  # over one element: identically 1 (log: 0), whatever the input's scale
     consumers = {base_name(n) for n in users_through_views(ctx.node)}
     if consumers & _MATMULS:
         return ctx.violation("UC201", f"attention logits carry the unit {u}", {"logits": u})

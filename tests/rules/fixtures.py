@@ -147,6 +147,23 @@ def _uc203() -> tuple[nn.Module, Any]:
     return Router(), torch.randn(2, 8, generator=_g())
 
 
+class SingletonSoftmax(nn.Module):  # no UC203: a softmax over a size-1 axis is identically 1
+    """SwiftFormer's additive attention: ``(q @ w_g).softmax(-1)`` with ``w_g`` of shape (d, 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w_g = nn.Parameter(torch.randn(8, 1, generator=_g(1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = (x @ self.w_g).softmax(dim=-1) + (x @ self.w_g).log_softmax(dim=-1)
+        return weight * x
+
+
+@fixture("uc203_singleton_softmax_ok")
+def _uc203_singleton() -> tuple[nn.Module, Any]:
+    return SingletonSoftmax(), torch.randn(2, 8, generator=_g())
+
+
 class Classifier(nn.Module):  # UC301
     def __init__(self) -> None:
         super().__init__()
