@@ -122,7 +122,7 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
     run = run_with_grads(ug.traced, leaves, loss, wrt=leaf_nodes, high=True)
     if run.objective is None:
         raise OracleError("the model's loss does not depend on any float leaf")
-    base = float(run.objective)
+    base = float(run.objective.detach())
     grads = {leaf_nodes[n]: gr for n, gr in run.grads.items() if n in leaf_nodes}
     consumed = _consumed(ug)
     floored = _floor_generators(ug)
