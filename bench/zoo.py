@@ -146,6 +146,7 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
             "global_checked": res.global_checked, "global_agreed": res.global_agreed,
             "grad_checked": res.grad_checked, "grad_agreed": res.grad_agreed,
             "disagreements": len(res.disagreements), "unchecked": len(res.unchecked),
+            "unexercised": len(res.unexercised),
             "fingerprint": None if fp is None else {"matched": sum(r.match for r in fp), "total": len(fp)},
         }
         if not res.ok:
@@ -541,7 +542,8 @@ def render(store: dict[str, Any]) -> str:
         "",
         "Status is `ok` or `<status>:<stage>` for the first stage that did not succeed (`fail`: the one-line "
         "error a user gets, exit 2; `error`: an internal exception, a bug; `timeout`). Violations are counted by "
-        "rule code; oracle is nodes agreed/checked (and violations confirmed/found); fingerprint is "
+        "rule code; oracle is nodes agreed/checked (and violations confirmed/found, and those the example's values "
+        "leave unexercised: an empty tensor or a constant mask); fingerprint is "
         "generators matched/total.",
         "",
         "## Types",
@@ -559,7 +561,8 @@ def render(store: dict[str, Any]) -> str:
         cov = f"{100 * lt['coverage']:.1f}%" if "coverage" in lt else ""
         unc = ", ".join(f"`{k}`" for k in sorted(lt.get("uncovered") or {})) if lt else ""
         viol = _fmt_counts(lt.get("violations")) if "violations" in lt else ""
-        orc = (f"{v['agreed']}/{v['checked']} ({v['confirmed']}/{v['violations']})" if "checked" in v else "")
+        orc = (f"{v['agreed']}/{v['checked']} ({v['confirmed']}/{v['violations']}"
+               + (f", {v['unexercised']} unexercised" if v.get("unexercised") else "") + ")" if "checked" in v else "")
         fp = v.get("fingerprint")
         fps = f"{fp['matched']}/{fp['total']}" if fp else ("no loss" if "checked" in v else "")
         rws = (f"{rw['rewritten']}/{rw['residuals']} → {_fmt_counts(rw.get('violations_after'))}" if "residuals" in rw

@@ -388,3 +388,28 @@ def test_every_operand_of_a_mismatched_combine_is_consumed() -> None:
     assert res.fingerprint is not None
     tables = [r for r in res.fingerprint if "tables" in r.generator]
     assert len(tables) == 3 and all(r.match and not r.predicted_gauge for r in tables), tables
+
+
+class AudioPart(nn.Module):
+    """Higgs-Audio-style: the audio positions (``ids == token``) get their own norm's scale, the
+    rest the text norm's, through ``masked_scatter``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(8, 4)
+        self.audio = nn.Linear(4, 4, bias=False)
+        self.text = nn.Linear(4, 4, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.emb(ids)
+        mask = (ids == 7).unsqueeze(-1)
+        h = h.masked_scatter(mask, self.audio(h[ids == 7]))
+        return h.masked_scatter(~mask, self.text(h[ids != 7]))
+
+
+def test_a_violation_the_example_leaves_empty_is_unexercised_not_refuted() -> None:
+    text_only = oracle.verify(AudioPart(), torch.tensor([[1, 2, 3, 4]]))
+    assert text_only.ok, [str(d) for d in text_only.disagreements]
+    assert text_only.unexercised and text_only.violations == text_only.confirmed
+    mixed = oracle.verify(AudioPart(), torch.tensor([[1, 7, 3, 7]]))
+    assert mixed.ok and not mixed.unexercised and mixed.confirmed >= 1

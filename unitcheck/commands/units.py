@@ -140,6 +140,9 @@ def _oracle_text(r: Any) -> str:
         f"{r.confirmed}; global checked {r.global_checked}, agreed {r.global_agreed}; gradients "
         f"checked {r.grad_checked}, agreed {r.grad_agreed}"
     ]
+    if r.unexercised:
+        out.append(f"unexercised: {len(r.unexercised)} violations the example's values leave empty or "
+                   f"behind a constant mask ({', '.join(r.unexercised[:5])}{', ...' if len(r.unexercised) > 5 else ''})")
     if r.fingerprint is not None:
         m = sum(x.match for x in r.fingerprint)
         out.append(f"fingerprint: {m}/{len(r.fingerprint)} generators match")

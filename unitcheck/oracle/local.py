@@ -89,7 +89,10 @@ def local_mode(ug: UnitGraph, env: Env, res: OracleResult, rng: random.Random) -
             continue
         res.float_nodes += 1
         if rec.violation:
-            _confirm(ug, node, env, res, g1, g2)
+            if _unexercised(node, env):
+                res.unexercised.append(node.name)
+            else:
+                _confirm(ug, node, env, res, g1, g2)
             continue
         if rec.unknown:
             res.unchecked.append(node.name)
@@ -104,6 +107,18 @@ def local_mode(ug: UnitGraph, env: Env, res: OracleResult, rng: random.Random) -
             res.disagreements.append(Disagreement("local", node.name, op_name(node), _fmt(rec.unit), why))
         if rec.interface:
             _confirm_interface(node, base, scaled, res)
+
+
+def _unexercised(node: fx.Node, env: Env) -> bool:
+    """Do the example's values leave the node's mixing unexercised? An empty float tensor going in
+    or out, or a mask that is all True or all False (the image or audio part of a multimodal
+    model given text only, a ``where`` whose branch is never taken): only one operand reaches
+    the output, so a violation there can be neither confirmed nor refuted on these values."""
+    values = [env.get(p) for p in node.all_input_nodes] + [env.get(node)]
+    if any(t.numel() == 0 for v in values for t in float_tensors(v)):
+        return True
+    masks = [v for v in values[:-1] if isinstance(v, torch.Tensor) and v.dtype == torch.bool and v.numel() > 0]
+    return any(bool(m.all()) or not bool(m.any()) for m in masks)
 
 
 def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2: Mapping[str, float]) -> bool:

@@ -74,6 +74,7 @@ class OracleResult:
     grad_agreed: int = 0
     float_nodes: int = 0
     unchecked: list[str] = field(default_factory=list)
+    unexercised: list[str] = field(default_factory=list)  # violations on tensors the example leaves empty
     raised_casts: list[str] = field(default_factory=list)  # casts to a lower precision kept at float64
     disagreements: list[Disagreement] = field(default_factory=list)
     fingerprint: list[FingerprintRow] | None = None
@@ -99,6 +100,7 @@ class OracleResult:
             "confirmed": self.confirmed,
             "float_nodes": self.float_nodes,
             "unchecked": self.unchecked,
+            "unexercised": self.unexercised,
             "raised_casts": self.raised_casts,
             "global": {"checked": self.global_checked, "agreed": self.global_agreed},
             "gradients": {"checked": self.grad_checked, "agreed": self.grad_agreed},
