@@ -413,3 +413,27 @@ def test_a_violation_the_example_leaves_empty_is_unexercised_not_refuted() -> No
     assert text_only.unexercised and text_only.violations == text_only.confirmed
     mixed = oracle.verify(AudioPart(), torch.tensor([[1, 7, 3, 7]]))
     assert mixed.ok and not mixed.unexercised and mixed.confirmed >= 1
+
+
+class IndicesFromValues(nn.Module):
+    """CLVP-style: token ids computed from activations (here ``(|h| + 1).long()``, a UC103) index
+    a table; under the draw they leave it, so the rescaled model itself fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.table = nn.Embedding(3, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        ids = (h.abs() * 2.0 + 1.0).long()
+        return self.table(ids).sum(-1) + h
+
+
+def test_a_rescaled_run_that_fails_downstream_of_a_violation_is_judged_locally() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    res = oracle.verify(IndicesFromValues(), x * 0.3)
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.violations == res.confirmed >= 1
+    assert any("global mode not run" in n for n in res.notes), res.notes

@@ -143,6 +143,7 @@ def _oracle_text(r: Any) -> str:
     if r.unexercised:
         out.append(f"unexercised: {len(r.unexercised)} violations the example's values leave empty or "
                    f"behind a constant mask ({', '.join(r.unexercised[:5])}{', ...' if len(r.unexercised) > 5 else ''})")
+    out.extend(f"note: {n}" for n in r.notes)
     if r.fingerprint is not None:
         m = sum(x.match for x in r.fingerprint)
         out.append(f"fingerprint: {m}/{len(r.fingerprint)} generators match")

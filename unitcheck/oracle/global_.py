@@ -18,7 +18,7 @@ from ..unitgraph import UnitGraph
 from ..units import Unit
 from ..values import Poly
 from .compare import close, rounding_noise
-from .interp import GradRun, draw, is_value, leaf_values, run_with_grads, scale
+from .interp import GradRun, RunFailed, draw, is_value, leaf_values, run_with_grads, scale
 from .local import agrees
 from .result import Disagreement, OracleError, OracleResult
 
@@ -113,10 +113,21 @@ def global_mode(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
         u = unit_of(out)
         probe_unit = u.inverse() if isinstance(u, Unit) else None
     base, base_scale = _run(ug, None, probe, probe_unit)
-    scaled, scaled_scale = _run(ug, g, probe, probe_unit)
     res.raised_casts = base.raised
-    loss_unit = ug.loss_unit if loss_node is not None else Unit()
     upstream = _upstream_violation(ug)
+    try:
+        scaled, scaled_scale = _run(ug, g, probe, probe_unit)
+    except RunFailed as err:
+        # indices chosen from a violation's output (an argmax over unitful logits) may leave the
+        # table under the draw: the model itself is not equivariant there, which local mode judges
+        if err.node in upstream:
+            res.notes.append(f"global mode not run: under the draw the model fails at {err.node.name}, "
+                             f"computed from a violation's output ({_short(err)})")
+            return
+        res.disagreements.append(Disagreement("global", err.node.name, op_name(err.node), str(unit_of(err.node)),
+                                              f"the rescaled run fails: {_short(err)}"))
+        return
+    loss_unit = ug.loss_unit if loss_node is not None else Unit()
     end = loss_node if loss_node is not None else _first_output(ug)
     end_unit = unit_of(end)
     # Prop. 1 needs an invariant loss: not opaque, and not computed from a violation's output
@@ -159,3 +170,8 @@ def _grad_agrees(node: fx.Node, grad_unit: Any, g: Mapping[str, float], base: Gr
             rounding_noise(scaled.grads[node], scaled.env[node], scaled_scale):
         return True, ""  # zero in exact arithmetic on both sides: 0 scales to 0
     return close(scaled.grads[node], base.grads[node] * grad_unit.character(g))
+
+
+def _short(err: BaseException, limit: int = 160) -> str:
+    line = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

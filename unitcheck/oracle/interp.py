@@ -26,7 +26,7 @@ from ..units import Unit
 from ..values import Literal
 
 __all__ = [
-    "ScaledInterpreter", "GradRun", "call_node", "floor_factor_args", "run_graph", "run_with_grads",
+    "ScaledInterpreter", "RunFailed", "GradRun", "call_node", "floor_factor_args", "run_graph", "run_with_grads",
     "leaf_values", "scale", "draw", "seeded", "is_value", "high_precision_args", "default_dtype",
 ]
 
@@ -262,6 +262,14 @@ def floor_factor_args(
     return tuple(args_l), kwargs_d
 
 
+class RunFailed(RuntimeError):
+    """A node raised while the graph ran (``node`` names it; the cause is chained)."""
+
+    def __init__(self, node: fx.Node, err: BaseException) -> None:
+        super().__init__(f"{type(err).__name__}: {err}")
+        self.node = node
+
+
 class ScaledInterpreter(fx.Interpreter):
     """Runs a traced graph on given leaf values, floors rescaled by ``floor_factor``; with
     ``high=True`` (oracle runs) every cast stays at float64 and the nodes where a recorded
@@ -300,7 +308,12 @@ class ScaledInterpreter(fx.Interpreter):
             args, kwargs, raised = high_precision_args(n, args, kwargs)  # type: ignore[arg-type]
             if raised:
                 self.raised.append(n.name)
-        return call_node(self.module, n, args, kwargs, self.high)  # type: ignore[arg-type]
+        try:
+            return call_node(self.module, n, args, kwargs, self.high)  # type: ignore[arg-type]
+        except RunFailed:
+            raise
+        except Exception as err:
+            raise RunFailed(n, err) from err
 
 
 def run_graph(traced: TracedGraph, leaves: Mapping[str, Any], floor_factor: Factor | None = None,

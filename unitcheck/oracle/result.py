@@ -75,6 +75,7 @@ class OracleResult:
     float_nodes: int = 0
     unchecked: list[str] = field(default_factory=list)
     unexercised: list[str] = field(default_factory=list)  # violations on tensors the example leaves empty
+    notes: list[str] = field(default_factory=list)  # checks a mode could not run, and why
     raised_casts: list[str] = field(default_factory=list)  # casts to a lower precision kept at float64
     disagreements: list[Disagreement] = field(default_factory=list)
     fingerprint: list[FingerprintRow] | None = None
@@ -101,6 +102,7 @@ class OracleResult:
             "float_nodes": self.float_nodes,
             "unchecked": self.unchecked,
             "unexercised": self.unexercised,
+            "notes": self.notes,
             "raised_casts": self.raised_casts,
             "global": {"checked": self.global_checked, "agreed": self.global_agreed},
             "gradients": {"checked": self.grad_checked, "agreed": self.grad_agreed},
