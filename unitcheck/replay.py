@@ -25,6 +25,7 @@ import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from .fxutil import frames_from_text, user_frame
@@ -80,6 +81,32 @@ def _module_stack(model: nn.Module) -> Iterator[None]:
         fx_traceback.current_meta.pop("nn_module_stack", None)
 
 
+_LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_LOW_METHODS = ("float", "half", "bfloat16")
+
+
+class _KeepFloat64(TorchFunctionMode):
+    """A float64 model (the oracle's copy) runs in float64 end to end: a factory or cast the code
+    wrote for a lower float precision (``torch.zeros(..., dtype=torch.float)``, ``.float()``,
+    ``.to(torch.float32)``) makes float64 instead, as the oracle's interpreter does for graphs."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if kwargs.get("dtype") in _LOW_FLOATS:
+            kwargs["dtype"] = torch.float64
+        name = getattr(func, "__name__", "")
+        if name in _LOW_METHODS and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
+            return args[0].double()
+        if name in ("to", "type") and any(a in _LOW_FLOATS for a in args[1:]):
+            args = tuple(torch.float64 if a in _LOW_FLOATS else a for a in args)
+        return func(*args, **kwargs)
+
+
+def _all_float64(model: nn.Module) -> bool:
+    floats = [t for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    return bool(floats) and all(t.dtype == torch.float64 for t in floats)
+
+
 def _where(node: fx.Node) -> str:
     frames = [f for f in frames_from_text(str(node.meta.get("stack_trace") or "")) if user_frame(f[0])]
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
@@ -100,7 +127,8 @@ def record(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
         spec.append(out_spec)
         return flat
 
-    with fx_traceback.preserve_node_meta(), _module_stack(model):
+    keep = _KeepFloat64() if _all_float64(model) else contextlib.nullcontext()
+    with fx_traceback.preserve_node_meta(), _module_stack(model), keep:
         gm = make_fx(run, tracing_mode="real", pre_dispatch=True, record_stack_traces=True,
                      _error_on_data_dependent_ops=False)([state[n] for n in names], (args, kwargs))
     branches = []

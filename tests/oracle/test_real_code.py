@@ -437,3 +437,23 @@ def test_a_rescaled_run_that_fails_downstream_of_a_violation_is_judged_locally()
     assert res.ok, [str(d) for d in res.disagreements]
     assert res.violations == res.confirmed >= 1
     assert any("global mode not run" in n for n in res.notes), res.notes
+
+
+class Float32Padding(nn.Module):
+    """FastSpeech2-style: a branch on a value (export cannot follow it, so the capture is a
+    recorded real run) and a buffer made ``dtype=torch.float`` that a float64 copy fills."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.out = nn.Conv1d(3, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        width = 3 if bool(x.sum() > -1e9) else 4
+        h = torch.zeros(x.shape[0], width, 2, dtype=torch.float)
+        h[:, :2] = self.fc(x).unsqueeze(1).expand(-1, 2, -1)
+        return self.out(h.float())
+
+
+def test_a_recorded_run_of_a_float64_copy_keeps_float64() -> None:
+    _verified(Float32Padding(), torch.randn(2, 4), fingerprint=False)
