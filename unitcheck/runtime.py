@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["update_buffer"]
+__all__ = ["update_buffer", "copy_into"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -14,3 +14,10 @@ def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
     ``copy_`` would bump the version of a tensor the backward pass saved."""
     with torch.no_grad():
         buffer.data.copy_(value)
+
+
+def copy_into(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """The value of ``aten.copy(self, src)`` (src broadcast into self's shape, dtype and device),
+    differentiable in src: eager autograd has no derivative for the functional copy that slice
+    assignment lowers to, and the values are the same bits."""
+    return src.to(device=self.device, dtype=self.dtype).expand_as(self).clone()

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 from unitcheck.models import build, names
 
 from unitcheck.cli import main
@@ -39,6 +41,27 @@ def test_bundled_models_regenerate_exactly(name: str) -> None:
 @pytest.mark.slow
 def test_ngpt_regenerates_exactly() -> None:
     _check(*build("ngpt"))
+
+
+class SliceFilled(nn.Module):
+    """A new tensor filled by slice assignment (DeepSeek's rotary split, RecurrentGemma's state):
+    the capture lowers it to ``aten.copy``, which eager autograd cannot differentiate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 3)
+        self.b = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x.new_zeros(x.shape[0], 6)
+        out[:, :3] = self.a(x)
+        out[:, 3:] = self.b(x)
+        return (out * out).mean()
+
+
+def test_slice_assignment_regenerates_exactly() -> None:
+    torch.manual_seed(0)
+    _check(SliceFilled(), torch.randn(2, 4))
 
 
 @needs_hf

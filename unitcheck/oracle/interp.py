@@ -21,6 +21,7 @@ import torch.fx as fx
 
 from ..fxutil import RUN_VIEW_AS
 from ..record import record
+from ..runtime import copy_into
 from ..tracer import TracedGraph
 from ..units import Unit
 from ..values import Literal
@@ -38,12 +39,6 @@ _aten = torch.ops.aten
 _HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
          torch.complex32: torch.complex128, torch.complex64: torch.complex128}
 _LOW_PRECISION_METHODS = {"float": "double", "half": "double", "bfloat16": "double"}
-
-
-def _copy(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-    """``aten.copy``'s value (src broadcast into self's shape and dtype), differentiable in src:
-    eager autograd has no derivative for the functional op that slice assignment lowers to."""
-    return src.to(self.dtype).expand_as(self).clone()
 
 
 def _eval_batch_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
@@ -108,7 +103,7 @@ _EMPTY_METHODS = {"new_empty", "new_empty_strided"}
 # eval-mode batch norm as its formula, uninitialised memory as zeros, embedding with its true
 # derivative
 _RUN_AS: dict[Any, Callable[..., Any]] = {
-    **RUN_VIEW_AS, _aten.copy.default: _copy, **{op: _zeroed(op) for op in _EMPTY},
+    **RUN_VIEW_AS, _aten.copy.default: copy_into, **{op: _zeroed(op) for op in _EMPTY},
     _aten.embedding.default: _embedding, torch.nn.functional.embedding: _f_embedding,
     _aten._native_batch_norm_legit_no_training.default: _eval_batch_norm,
     _aten.native_batch_norm.default: _native_batch_norm,

@@ -30,7 +30,7 @@ from torch.utils import _pytree as pytree
 from ..canonical import CALL_KEY, canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
-from ..runtime import update_buffer
+from ..runtime import copy_into, update_buffer
 from ..tracer import TracedGraph
 from .patterns import set_attr
 from .variants import DTYPE_KEY, TRAIN_KEY, named_args
@@ -50,6 +50,11 @@ Load with `unitcheck.load(directory)`; train with `unitcheck train --model direc
 # op namespaces `import torch` registers; any other is imported by the module that defines it
 _BUILTIN_NAMESPACES = frozenset({"aten", "prims", "rngprims", "quantized", "_quantized", "c10d",
                                  "_c10d_functional", "_c10d_functional_autograd", "profiler", "_dtensor"})
+
+
+# ops emitted as an equivalent with the same values: views as reshapes (a view of a non-contiguous
+# tensor fails), the functional copy of slice assignment as a differentiable one
+_EMIT_AS: dict[Any, Any] = {**RUN_VIEW_AS, torch.ops.aten.copy.default: copy_into}
 
 
 class CodegenError(UnitcheckError, ValueError):
@@ -102,7 +107,7 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
             _output(graph, node, env, traced)
             continue
         env[node] = copy = graph.node_copy(node, lambda n: env[n])
-        copy.target = RUN_VIEW_AS.get(copy.target, copy.target)  # type: ignore[call-overload]
+        copy.target = _EMIT_AS.get(copy.target, copy.target)  # type: ignore[call-overload]
     return graph
 
 
