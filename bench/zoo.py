@@ -341,6 +341,33 @@ def merge(old: dict[str, Any] | None, records: dict[str, dict[str, Any]], stages
     return {name: {**kept, **records}[name] for name in STAGES if name in kept or name in records}
 
 
+_SAME_BUILD = ("plan", "parameters", "head", "inputs")
+_ABSORBED = ("verify", "identity", "rewrite")
+
+
+def absorb(store: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Take ``other``'s verify, identity and rewrite records (a sweep run in another checkout or
+    store) where they are newer and were made on the same build as this store's (plan, size,
+    head and inputs agree): a record from another build would describe another model. Returns
+    the types updated."""
+    updated = []
+    for mt, theirs in other.get("entries", {}).items():
+        ours = store["entries"].get(mt)
+        if ours is None:
+            continue
+        b1, b2 = ours["stages"].get("build", {}), theirs["stages"].get("build", {})
+        if not b1 or any(b1.get(k) != b2.get(k) for k in _SAME_BUILD):
+            continue
+        newer = theirs.get("finished", 0.0) >= ours.get("finished", 0.0)
+        take = {k: v for k, v in theirs["stages"].items()
+                if k in _ABSORBED and (k not in ours["stages"] or newer)}
+        if take:
+            ours["stages"] = {k: {**ours["stages"], **take}[k] for k in STAGES if k in ours["stages"] or k in take}
+            ours["finished"] = max(ours.get("finished", 0.0), theirs.get("finished", 0.0))
+            updated.append(mt)
+    return updated
+
+
 # -- running ----------------------------------------------------------------------------------
 
 
@@ -614,6 +641,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rerun", action="store_true", help="run the chosen types even where the store has them")
     ap.add_argument("--keep-failed", action="store_true", help="do not rerun entries that failed (only missing or stale ones)")
     ap.add_argument("--render-only", action="store_true", help="rewrite the page from the store and exit")
+    ap.add_argument("--absorb", type=Path, nargs="+", metavar="STORE",
+                    help="take these stores' verify, identity and rewrite records made on the same builds, "
+                         "rewrite the page and exit")
     ap.add_argument("--fail-on-error", action="store_true",
                     help="exit 1 when a type run now has an internal error (a bug) in any stage (for CI)")
     args = ap.parse_args(argv)
@@ -623,7 +653,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"unknown stage(s) {bad}; choose from {','.join(STAGES)}")
     stages = [s for s in STAGES if s in stages]
     store = load_store(args.store)
-    if args.render_only:
+    if args.absorb:
+        for path in args.absorb:
+            if not path.exists():
+                ap.error(f"no store at {path}")
+            got = absorb(store, load_store(path))
+            print(f"zoo: {len(got)} types took records from {path}")
+        save_store(args.store, store)
+    if args.render_only or args.absorb:
         _write_page(args.md, store)
         return 0
 

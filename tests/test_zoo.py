@@ -117,3 +117,27 @@ def test_ci_sample_of_ten_types_all_stages(tmp_path: Path) -> None:
     errors = [(t, s, r["reason"]) for t, e in store["entries"].items() for s, r in e["stages"].items()
               if r["status"] == "error" and s in ("build", "trace", "lint")]
     assert errors == []
+
+
+def test_absorb_takes_newer_records_made_on_the_same_build() -> None:
+    build = {"status": "ok", "plan": "small", "parameters": 10, "head": "H", "inputs": "input_ids"}
+    verify = {"status": "ok", "checked": 3, "agreed": 3}
+    store = {"entries": {
+        "a": {"finished": 1.0, "stages": {"build": build, "trace": {"status": "ok"}}},
+        "b": {"finished": 1.0, "stages": {"build": build}},
+        "c": {"finished": 5.0, "stages": {"build": build, "verify": {"status": "fail"}}},
+    }}
+    other = {"entries": {
+        "a": {"finished": 2.0, "stages": {"build": build, "verify": verify, "trace": {"status": "fail"}}},
+        "b": {"finished": 2.0, "stages": {"build": {**build, "parameters": 99}, "verify": verify}},
+        "c": {"finished": 3.0, "stages": {"build": build, "verify": verify}},
+        "d": {"finished": 2.0, "stages": {"build": build, "verify": verify}},
+    }}
+    assert zoo.absorb(store, other) == ["a"]
+    a = store["entries"]["a"]["stages"]
+    assert a["verify"] == verify and a["trace"] == {"status": "ok"}  # only the absorbed stages move
+    assert list(a) == ["build", "trace", "verify"]
+    assert "verify" not in store["entries"]["b"]["stages"]  # another build: another model
+    assert store["entries"]["c"]["stages"]["verify"] == {"status": "fail"}  # ours is newer
+    assert "d" not in store["entries"]
+
