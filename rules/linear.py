@@ -8,9 +8,10 @@ import torch
 
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
+from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import Index, UnitValue
 
-from ._util import funcs, nonlinear, ops, product, with_bias
+from ._util import first, funcs, nonlinear, ops, product, with_bias
 
 F = torch.nn.functional
 
@@ -152,3 +153,26 @@ def grouped_mm(ctx: RuleContext) -> UnitValue:
     """
     out = product(ctx, [ctx.args[0], ctx.arg(1, "mat2", ctx.kwargs.get("weight"))])
     return with_bias(ctx, out, ctx.arg(3, "bias"), "grouped_mm")
+
+
+_FFT = ops("_fft_r2c", "_fft_c2c", "_fft_c2r", "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn",
+           "fft_ifftn", "fft_rfft", "fft_irfft", "fft_rfft2", "fft_irfft2", "fft_rfftn", "fft_irfftn",
+           "fft_hfft", "fft_ihfft", "fft_fftshift", "fft_ifftshift")
+
+
+@rule(_FFT, funcs(torch.fft.fft, torch.fft.ifft, torch.fft.fft2, torch.fft.ifft2, torch.fft.fftn,
+                  torch.fft.ifftn, torch.fft.rfft, torch.fft.irfft, torch.fft.rfft2, torch.fft.irfft2,
+                  torch.fft.rfftn, torch.fft.irfftn, torch.fft.hfft, torch.fft.ihfft, torch.fft.fftshift,
+                  torch.fft.ifftshift))
+def fourier(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a discrete Fourier transform is linear (its normalisation is a fixed number), so
+    the output keeps the input's unit; integer input gives a dimensionless spectrum.
+    Why it matters: FNet mixes tokens with ``fft2(x).real``; calling it unknown (UC901) would
+    hide every scale downstream.
+    Example: ``torch.fft.fft2(h).real`` keeps u(h).
+    Fix: none.
+    """
+    v = first(ctx)
+    return DIMENSIONLESS if isinstance(v, Index) else v
+

@@ -25,7 +25,8 @@ _MOVE_OPS = ops(
     "take_along_dim",
     "masked_select", "_reshape_alias", "im2col", "col2im", "diag", "resolve_conj", "resolve_neg",
     "real", "imag", "view_as_real", "view_as_complex", "swapaxes", "swapdims", "moveaxis", "tile", "broadcast_to", "atleast_1d",
-    "atleast_2d", "atleast_3d", "nan_to_num", "_conj", "flatten_dense_tensors",
+    "atleast_2d", "atleast_3d", "nan_to_num", "_conj", "flatten_dense_tensors", "numpy_T", "mT", "mH",
+    "matrix_H", "adjoint",
 )
 _MOVE_FUNCS = funcs(
     torch.reshape, torch.permute, torch.transpose, torch.flatten, torch.unsqueeze, torch.squeeze,

@@ -80,3 +80,15 @@ def test_a_value_off_by_a_relative_1e5_is_a_disagreement(monkeypatch, mode: str)
     res = oracle.verify_graph(ug, modes=(mode,))
     assert not res.ok
     assert target.name in {d.node for d in res.disagreements}
+
+
+def test_complex_values_are_compared_in_both_parts() -> None:
+    import torch
+
+    from unitcheck.oracle.compare import close, ratio_varies
+
+    a = torch.tensor([1.0 + 2.0j, 3.0 - 1.0j], dtype=torch.complex128)
+    assert close(a, a.clone())[0]
+    assert not close(a, a.real.to(torch.complex128))[0]  # same real parts, imaginary parts differ
+    assert not ratio_varies(a * 2.5, a)
+    assert ratio_varies(torch.complex(a.real * 2, a.imag * 3), a)

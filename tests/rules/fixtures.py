@@ -235,6 +235,22 @@ def _uc204_grid() -> tuple[nn.Module, Any]:
     return Sampler(), torch.randn(2, 4, 4, 8, generator=_g())
 
 
+class FourierMixing(nn.Module):  # no UC901 and no UC102: FNet's token mixing is linear
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        mixed = torch.fft.fft2(h).real + torch.fft.irfft(torch.fft.rfft(h, dim=-1), n=8, dim=-1)
+        return h + mixed.T.T
+
+
+@fixture("uc901_fourier_mixing_ok")
+def _fourier() -> tuple[nn.Module, Any]:
+    return FourierMixing(), torch.randn(4, 8, generator=_g())
+
+
 class Determinant(nn.Module):  # UC901: no rule for linalg_det
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(torch.linalg.det(x))

@@ -18,10 +18,17 @@ EXTREME = 1e30
 ROUNDOFF = 1e-12  # relative to the loss: far above float64 rounding (~1e-16), far below any real effect
 
 
+def _real64(t: torch.Tensor) -> torch.Tensor:
+    """A tensor as float64, a complex one as its (real, imaginary) pairs: a cast to float would
+    drop the imaginary part, and with it half of what is being compared."""
+    t = t.detach()
+    return torch.view_as_real(t.resolve_conj()).double() if t.is_complex() else t.double()
+
+
 def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float = RTOL, atol: float = 0.0) -> tuple[bool, str]:
     """Elementwise equality up to rtol times the tensor's scale; extreme values (masks) agree when
     both are extreme with the same sign."""
-    a, e = actual.detach().double(), expected.detach().double()
+    a, e = _real64(actual), _real64(expected)
     if a.shape != e.shape:
         return False, f"shape {tuple(a.shape)} vs {tuple(e.shape)}"
     ext_a = ~torch.isfinite(a) | (a.abs() >= EXTREME)
@@ -60,7 +67,7 @@ def compare_tree(actual: Any, expected: Any, atol: list[float] | None = None) ->
 def ratio_varies(scaled: torch.Tensor, base: torch.Tensor) -> bool:
     """No single factor c gives scaled = c * base: the least-squares residual is not rounding
     (a non-zero output from a zero one counts: a consistent op maps 0 to 0)."""
-    a, b = scaled.detach().double().reshape(-1), base.detach().double().reshape(-1)
+    a, b = _real64(scaled).reshape(-1), _real64(base).reshape(-1)
     ok = torch.isfinite(a) & torch.isfinite(b) & (b.abs() < EXTREME) & (a.abs() < EXTREME)
     if not ok.any():
         return False
@@ -97,7 +104,7 @@ def rounding_bounds(result: Any, rerun: Callable[[Callable[[torch.Tensor], torch
             if o.shape != h.shape or not o.numel():
                 sizes.append(0.0)
                 continue
-            r = o.detach().double() if convert is torch.abs else o.detach().double() - h.detach().double()
+            r = _real64(o) if convert is torch.abs else _real64(o) - _real64(h)
             sizes.append(factor * float(r.abs().max()))
         bounds.append(sizes)
     if not bounds:
