@@ -457,3 +457,21 @@ class Float32Padding(nn.Module):
 
 def test_a_recorded_run_of_a_float64_copy_keeps_float64() -> None:
     _verified(Float32Padding(), torch.randn(2, 4), fingerprint=False)
+
+
+class RejectsItsInputs(nn.Module):
+    """Fuyu-style: a check on values (image tokens against features) that capture defers to a
+    runtime assertion, which the example's own values fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        torch._check((ids == 7).sum().item() == 2, lambda: "tokens do not match features")
+        return self.fc(x)
+
+
+def test_a_model_that_rejects_its_own_inputs_is_a_user_error() -> None:
+    with pytest.raises(oracle.OracleError, match="fails on its own example inputs"):
+        oracle.verify(RejectsItsInputs(), (torch.randn(2, 4), torch.tensor([1, 2, 3])))

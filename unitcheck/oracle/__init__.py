@@ -31,7 +31,7 @@ from ..unitgraph import UnitGraph
 from .compare import RTOL, close
 from .fingerprint import fingerprint_checked, fingerprint_graph
 from .global_ import global_mode, scaled_leaves
-from .interp import draw, is_value, run_graph, seeded
+from .interp import draw, is_value, run_graph, runs_on_its_inputs, seeded
 from .local import local_mode
 from .result import Disagreement, FingerprintRow, OracleError, OracleResult
 
@@ -103,7 +103,7 @@ def verify_graph(
     rng = random.Random(seed)
     res = OracleResult()
     if "local" in modes:
-        with seeded(), torch.no_grad():
+        with seeded(), torch.no_grad(), runs_on_its_inputs():
             env = run_graph(ug.traced, scaled_leaves(ug, None), high=True)
         local_mode(ug, env, res, rng)
     if "global" in modes:

@@ -18,7 +18,16 @@ from ..unitgraph import UnitGraph
 from ..units import Unit
 from ..values import Poly
 from .compare import close, rounding_noise
-from .interp import GradRun, RunFailed, draw, is_value, leaf_values, run_with_grads, scale
+from .interp import (
+    GradRun,
+    RunFailed,
+    draw,
+    is_value,
+    leaf_values,
+    run_with_grads,
+    runs_on_its_inputs,
+    scale,
+)
 from .local import agrees
 from .result import Disagreement, OracleError, OracleResult
 
@@ -112,7 +121,8 @@ def global_mode(ug: UnitGraph, res: OracleResult, rng: random.Random) -> None:
         probe = True
         u = unit_of(out)
         probe_unit = u.inverse() if isinstance(u, Unit) else None
-    base, base_scale = _run(ug, None, probe, probe_unit)
+    with runs_on_its_inputs():
+        base, base_scale = _run(ug, None, probe, probe_unit)
     res.raised_casts = base.raised
     upstream = _upstream_violation(ug)
     try:

@@ -25,9 +25,10 @@ from ..runtime import copy_into
 from ..tracer import TracedGraph
 from ..units import Unit
 from ..values import Literal
+from .result import OracleError
 
 __all__ = [
-    "ScaledInterpreter", "RunFailed", "GradRun", "call_node", "floor_factor_args", "run_graph", "run_with_grads",
+    "ScaledInterpreter", "RunFailed", "runs_on_its_inputs", "GradRun", "call_node", "floor_factor_args", "run_graph", "run_with_grads",
     "leaf_values", "scale", "draw", "seeded", "is_value", "high_precision_args", "default_dtype",
 ]
 
@@ -364,3 +365,16 @@ def run_with_grads(
              and is_value(v) and v.requires_grad]
     grads = torch.autograd.grad(obj, [env[n] for n in nodes], allow_unused=True)
     return GradRun(env, {n: g for n, g in zip(nodes, grads) if g is not None}, obj, interp.raised)
+
+
+@contextlib.contextmanager
+def runs_on_its_inputs() -> Iterator[None]:
+    """The graph run on the example's own values must succeed: where the model itself rejects
+    them (a check a meta-device capture deferred, such as image tokens against image features),
+    there is nothing to measure, and that is the user's error, not the oracle's."""
+    try:
+        yield
+    except RunFailed as err:
+        raise OracleError(f"the model fails on its own example inputs at node {err.node.name}: "
+                          f"{str(err).splitlines()[0]}") from None
+
