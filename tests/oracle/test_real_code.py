@@ -475,3 +475,22 @@ class RejectsItsInputs(nn.Module):
 def test_a_model_that_rejects_its_own_inputs_is_a_user_error() -> None:
     with pytest.raises(oracle.OracleError, match="fails on its own example inputs"):
         oracle.verify(RejectsItsInputs(), (torch.randn(2, 4), torch.tensor([1, 2, 3])))
+
+
+class FarThreshold(nn.Module):
+    """A comparison with a literal far above the recorded values (``h > 1000``, a UC103): only
+    inputs that reach it show that the mask depends on the scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return torch.where(h > 1000.0, 0.0, 1.0).sum() + h.norm() / h.norm()
+
+
+def test_a_far_threshold_on_an_index_output_is_confirmed() -> None:
+    res = oracle.verify(FarThreshold(), torch.randn(3, 4))
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.violations == res.confirmed >= 1

@@ -192,16 +192,24 @@ def _confirm_interface(node: fx.Node, base: Any, scaled: Any, res: OracleResult)
                                               "the loss is invariant under the draw"))
 
 
-def _confirm_index(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult, g1: Mapping[str, float]) -> None:
-    res.violations += 1
+def _index_changes(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float]) -> bool:
     base = run_alone(ug, node, env, None)
     scaled = run_alone(ug, node, env, g1)
-    differs = any(
+    return any(
         not torch.equal(a, b)
         for a, b in zip(pytree.tree_leaves(scaled), pytree.tree_leaves(base))
         if isinstance(a, torch.Tensor)
     )
-    if differs:
+
+
+def _confirm_index(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult, g1: Mapping[str, float]) -> None:
+    """An integer or boolean output (``x > 0.5``, a bucket index) must change under the draw, on
+    the recorded inputs or on the same two fresh witnesses as :func:`_confirm` (a threshold only
+    shows where values cross it)."""
+    res.violations += 1
+    spread = max(3.0, math.log10(_largest_literal(node)) + 2.0)
+    if (_index_changes(ug, node, env, g1) or _index_changes(ug, node, _fresh_inputs(node, env, 99), g1)
+            or _index_changes(ug, node, _fresh_inputs(node, env, 98, spread=spread), g1)):
         res.confirmed += 1
     else:
         res.disagreements.append(
