@@ -494,3 +494,28 @@ def test_a_far_threshold_on_an_index_output_is_confirmed() -> None:
     res = oracle.verify(FarThreshold(), torch.randn(3, 4))
     assert res.ok, [str(d) for d in res.disagreements]
     assert res.violations == res.confirmed >= 1
+
+
+class UnusedHead(nn.Module):
+    """SigLIP-for-classification-style: a pooling head computed (with a violation inside) and
+    returned, but the loss reads another path; its weights are gauge for the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 4)
+        self.cls = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.fc(x)
+        h = h / h.norm(dim=-1, keepdim=True)
+        pooled = torch.tanh(self.head(h))  # UC202, read by nobody's loss
+        return F.cross_entropy(self.cls(h), labels), pooled
+
+
+def test_a_violation_the_loss_does_not_read_consumes_nothing() -> None:
+    res = oracle.verify(UnusedHead(), (torch.randn(3, 4), torch.tensor([0, 1, 2])), with_fingerprint=True)
+    assert res.fingerprint is not None
+    head = [r for r in res.fingerprint if "head" in r.generator]
+    assert head and all(r.predicted_gauge and r.match for r in head), head
+    assert res.ok, [str(d) for d in res.disagreements]

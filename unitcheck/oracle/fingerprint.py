@@ -38,11 +38,26 @@ __all__ = ["fingerprint_graph", "fingerprint_checked"]
 EPS64 = torch.finfo(torch.float64).eps
 
 
+def _feeding(node: fx.Node) -> set[fx.Node]:
+    """The node and every node it is computed from."""
+    seen, stack = {node}, [node]
+    while stack:
+        for p in stack.pop().all_input_nodes:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen
+
+
 def _consumed(ug: UnitGraph) -> set[str]:
-    """Generators that some violation or unknown op consumed: their direction reaches the loss
-    through an op that is not equivariant (or not known to be)."""
+    """Generators that some violation or unknown op on the way to the loss consumed: their
+    direction reaches the loss through an op that is not equivariant (or not known to be). A
+    violation in an output the loss does not read (an unused pooling head) changes nothing."""
+    reach = _feeding(ug.loss_node) if ug.loss_node is not None else None
     out: set[str] = set()
     for v in ug.violations:
+        if reach is not None and ug.node(v.node) not in reach:
+            continue
         out.update(v.extra.get("consumed", ()))
     return out
 
