@@ -519,3 +519,23 @@ def test_a_violation_the_loss_does_not_read_consumes_nothing() -> None:
     head = [r for r in res.fingerprint if "head" in r.generator]
     assert head and all(r.predicted_gauge and r.match for r in head), head
     assert res.ok, [str(d) for d in res.disagreements]
+
+
+class SplineBounds(nn.Module):
+    """VITS-style spline bounds (``x >= -5``, ``x <= 5``) on values well inside them: random
+    witnesses rarely straddle a bound; inputs placed at ``bound / sqrt(c)`` do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        inside = (h >= -5.0) & (h <= 5.0)
+        return torch.where(inside, 1.0, 0.0).sum() + h.norm() / h.norm()
+
+
+def test_a_bound_is_confirmed_by_inputs_that_straddle_it() -> None:
+    res = oracle.verify(SplineBounds(), torch.randn(2, 4) * 0.1)
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.violations == res.confirmed == 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -154,11 +154,50 @@ def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> di
     return out
 
 
+def _literals(node: fx.Node) -> list[float]:
+    """The finite non-zero numbers among the node's arguments."""
+    return [float(a) for a in pytree.tree_leaves((node.args, node.kwargs))
+            if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a != 0]
+
+
 def _largest_literal(node: fx.Node) -> float:
     """The largest finite number among the node's arguments (1 when there is none)."""
-    nums = [abs(float(a)) for a in pytree.tree_leaves((node.args, node.kwargs))
-            if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a)]
-    return max([1.0, *nums])
+    return max([1.0, *(abs(a) for a in _literals(node))])
+
+
+def _straddling_inputs(node: fx.Node, env: Env, g: Mapping[str, float], seed: int) -> dict[fx.Node, Any] | None:
+    """Fresh inputs half of whose elements sit at ``L / sqrt(c)`` for each literal L of the node
+    (c: the character of the input's unit under g), so that the draw carries them across L: the
+    witness for a threshold (``x >= -5``, ``clamp(x, max=5)``) that random values rarely straddle."""
+    lits = _literals(node)
+    if not lits:
+        return None
+    out = _fresh_inputs(node, env, seed)
+    for p in node.all_input_nodes:
+        unit, v = unit_of(p), out.get(p)
+        if not (is_value(v) and isinstance(unit, Unit)) or v.numel() == 0:
+            continue
+        c = unit.character(g)
+        if abs(math.log(c)) < 1e-3:
+            continue
+        targets = torch.tensor([t for lit in lits for t in (lit, -lit)], dtype=v.dtype) / math.sqrt(c)
+        flat = v.reshape(-1).clone()
+        half = max(1, flat.numel() // 2)
+        flat[:half] = targets.repeat(half // len(targets) + 1)[:half]
+        out[p] = flat.reshape(v.shape)
+    return out
+
+
+def _witnesses(node: fx.Node, env: Env, g: Mapping[str, float]) -> Iterator[Env]:
+    """The inputs a violation is tried on, in order: the recorded ones, independent Gaussian
+    ones, Gaussian ones spread from 1e-3 to beyond the node's largest literal, and ones that
+    straddle each literal under the draw."""
+    yield env
+    yield _fresh_inputs(node, env, 99)
+    yield _fresh_inputs(node, env, 98, spread=max(3.0, math.log10(_largest_literal(node)) + 2.0))
+    straddling = _straddling_inputs(node, env, g, 97)
+    if straddling is not None:
+        yield straddling
 
 
 def _confirm(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult,
@@ -166,12 +205,9 @@ def _confirm(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult,
     """A violation must break the identity. The recorded inputs are the first witness; when they
     happen to hide it (an input that is an exact multiple of another, a branch never taken), an
     identity is refuted by any input, so independent Gaussian inputs of the same shapes are the
-    second, and the same with magnitudes spread from 1e-3 to beyond the node's largest literal
-    the third."""
+    second; see :func:`_witnesses` for the rest."""
     res.violations += 1
-    spread = max(3.0, math.log10(_largest_literal(node)) + 2.0)
-    if (_refuted(ug, node, env, g1, g2) or _refuted(ug, node, _fresh_inputs(node, env, 99), g1, g2)
-            or _refuted(ug, node, _fresh_inputs(node, env, 98, spread=spread), g1, g2)):
+    if any(_refuted(ug, node, w, g1, g2) for w in _witnesses(node, env, g1)):
         res.confirmed += 1
         return
     res.disagreements.append(
@@ -204,12 +240,10 @@ def _index_changes(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, floa
 
 def _confirm_index(ug: UnitGraph, node: fx.Node, env: Env, res: OracleResult, g1: Mapping[str, float]) -> None:
     """An integer or boolean output (``x > 0.5``, a bucket index) must change under the draw, on
-    the recorded inputs or on the same two fresh witnesses as :func:`_confirm` (a threshold only
+    the recorded inputs or on the same fresh witnesses as :func:`_confirm` (a threshold only
     shows where values cross it)."""
     res.violations += 1
-    spread = max(3.0, math.log10(_largest_literal(node)) + 2.0)
-    if (_index_changes(ug, node, env, g1) or _index_changes(ug, node, _fresh_inputs(node, env, 99), g1)
-            or _index_changes(ug, node, _fresh_inputs(node, env, 98, spread=spread), g1)):
+    if any(_index_changes(ug, node, w, g1) for w in _witnesses(node, env, g1)):
         res.confirmed += 1
     else:
         res.disagreements.append(
