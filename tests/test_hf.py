@@ -323,3 +323,25 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
     assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 71]"), inputs) == []  # a deeper layer: not guessed
     mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
     assert _reshaped(mm, inputs) == [("x", (2, 16, 320))]
+
+
+@needs_hf
+def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() -> None:
+    """Default configs that only checkpoints complete: per-layer lists left None (LFM2-MoE's
+    ``layer_types``; DeepSeek-OCR2's ``mlp_layer_types``, filled with the kind its code compares
+    with), rotary parameters looked up per layer type in an empty dict (Cohere Compass), a field
+    only the parent config declares (T5Gemma2's ``dropout_rate``) or keeps in its rotary
+    parameters (DBRX's ``rope_theta``): the constructor's failure says which field to fill."""
+    from unitcheck.hf import Built, build
+
+    cases = {"lfm2_moe": "layer_types (unset)", "deepseek_ocr2": "mlp_layer_types (unset)",
+             "cohere_compass_text": "rope_parameters per layer type", "t5gemma2_encoder": "dropout_rate (missing)",
+             "dbrx": "rope_theta (missing)"}
+    for arch, what in cases.items():
+        info: list[Built] = []
+        model, _ = build(arch, device="meta", info=info)
+        assert what in info[0].plan, (arch, info[0].plan, info[0].tried[:2])
+    assert model.config.attn_config.rope_theta == model.config.rope_parameters["rope_theta"]
+    assert model.config.attn_config.clip_qkv is not None  # the per-type gap table
+    text = build("deepseek_ocr2", device="meta")[0].config.text_config
+    assert set(text.mlp_layer_types) == {"sparse"} and len(text.mlp_layer_types) == text.num_hidden_layers

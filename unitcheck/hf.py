@@ -577,6 +577,28 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
         target[key] = check_override(f"hf:{model_type}", dotted, value, getattr(node, key, None), declared)
 
 
+# Per-type values for fields a default config leaves unset although its model code cannot run
+# without them, where no general rule can choose the value (checkpoints always set them). Applied
+# under every plan, before ``--set`` overrides; keys as ``--set`` spells them.
+_KNOWN_GAPS: dict[str, dict[str, Any]] = {
+    # attention clamps q, k, v to +-clip_qkv unconditionally (clamp with both bounds None raises)
+    "dbrx": {"attn_config.clip_qkv": 8.0},
+}
+
+
+def _fill_gaps(kwargs: dict[str, Any], cfg: Any, model_type: str) -> None:
+    for dotted, value in _KNOWN_GAPS.get(model_type, {}).items():
+        *path, key = dotted.split(".")
+        target, node = kwargs, cfg
+        for part in path:
+            node = _get(node, part)
+            if node is None:
+                break
+            target = target.setdefault(part, {"model_type": getattr(node, "model_type", "")})
+        else:
+            target[key] = value
+
+
 def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, plan: Plan = PLANS[0]) -> Any:
     """The model type's config, shrunk by ``plan``, with ``overrides`` applied on top."""
     _transformers()
@@ -593,6 +615,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     kwargs = shrink_kwargs(base, _Shrink(plan, widths)) if plan.name != "default" else {}
     if "use_cache" in _declared(cls) or hasattr(base, "use_cache"):
         kwargs["use_cache"] = False
+    _fill_gaps(kwargs, base, model_type)
     _apply_overrides(kwargs, base, overrides or {}, model_type)
     try:
         cfg = cls(**kwargs)
@@ -1291,6 +1314,94 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
     return tuple(fixes)
 
 
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_CONFIG_LIST = re.compile(r"config\.(\w+)\s*\[")
+_LITERAL = re.compile(r"""[!=]=\s*["'](\w+)["']""")
+
+
+def _known_value(cfg: Any, owner: Any, name: str) -> Any:
+    """A value for a field ``owner`` lacks: the nearest config in the tree that has it, a rotary
+    parameter of that name, else the default a config class of the same model module declares
+    (T5Gemma2's encoder sub-config reads the ``dropout_rate`` only its parent declares)."""
+    import sys
+
+    for _, c in _paths(cfg):
+        v = _get(c, name, _SAME)
+        if c is not owner and v is not _SAME and v is not None:
+            return v
+    for _, c in _paths(cfg):
+        rope = _get(c, "rope_parameters")
+        if isinstance(rope, dict) and rope.get(name) is not None:
+            return rope[name]
+    module = sys.modules.get(type(owner).__module__)
+    for obj in vars(module).values() if module else ():
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+            v = _declared(obj).get(name, dataclasses.MISSING)
+            if v is not dataclasses.MISSING and v is not None and v != "<factory>":
+                return v
+    return _SAME
+
+
+def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
+    """Config changes that let a model class be instantiated from a default config that its own
+    code cannot read (transformers ships configs whose checkpoints set what the default leaves out):
+
+    - a sub-config without a field the model reads: the value from elsewhere in the config tree;
+    - per-layer-type rotary parameters looked up by a layer type the flat (or empty) dict lacks:
+      one default rotary entry per layer type;
+    - a per-layer list left None (``layer_types``, ``mlp_layer_types``): one entry per layer, the
+      standard ``full_attention`` or the kind the failing line compares against."""
+    text = f"{type(err).__name__}: {err}"
+    m = _NO_ATTRIBUTE.search(text)
+    if isinstance(err, AttributeError) and m:
+        cls_name, name = m.groups()
+        for path, c in _paths(cfg):
+            if type(c).__name__ == cls_name:
+                value = _known_value(cfg, c, name)
+                return () if value is _SAME else ((path, name, value, f"{name} (missing)"),)
+        return ()
+    if isinstance(err, KeyError) and err.args and isinstance(err.args[0], str):
+        kind = err.args[0]
+        for path, c in _paths(cfg):
+            types = _get(c, "layer_types")
+            rope = _get(c, "rope_parameters")
+            if isinstance(types, (list, tuple)) and kind in types and isinstance(rope, dict) and kind not in rope:
+                theta = rope.get("rope_theta") or getattr(type(c), "default_theta", None) or 10000.0
+                flat = {k: v for k, v in rope.items() if not isinstance(v, dict)}
+                entry = {**flat, "rope_type": "default", "rope_theta": theta}
+                nested = {t: entry for t in dict.fromkeys(types)}
+                return ((path, "rope_parameters", nested, "rope_parameters per layer type"),)
+        return ()
+    if isinstance(err, TypeError) and "NoneType" in text:
+        line = _model_line(err)
+        for name in _CONFIG_LIST.findall(line):
+            if not name.endswith("layer_types"):
+                continue
+            for path, c in _paths(cfg):
+                layers = _layer_count(c)
+                if hasattr(c, name) and _get(c, name) is None and layers:
+                    lit = _LITERAL.search(line)
+                    kind = "full_attention" if name == "layer_types" or lit is None else lit.group(1)
+                    return ((path, name, [kind] * layers[1], f"{name} (unset)"),)
+    return ()
+
+
+def _instantiate_repaired(tf: Any, head: str, cfg: Any, seed: int) -> tuple[nn.Module, tuple[Fix, ...]]:
+    """The model on the meta device, with the config repairs its constructor's failures ask for."""
+    fixes: tuple[Fix, ...] = ()
+    for _ in range(4):
+        try:
+            with torch.device("meta"):
+                torch.manual_seed(seed)
+                return _instantiate(tf, head, _apply_fixes(cfg, fixes)), fixes
+        except Exception as err:
+            more = _repair_build(_apply_fixes(cfg, fixes), err)
+            if not more or all(f in fixes for f in more):
+                raise
+            fixes = (*fixes, *more)
+    raise HFError(f"{head}: too many config repairs")
+
+
 def _apply_fixes(cfg: Any, fixes: tuple[Fix, ...]) -> Any:
     if not fixes:
         return cfg
@@ -1361,15 +1472,15 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
             config_errors.append(str(err))
             tried.append(f"{plan.name}: {err}")
             continue
+        plain_cfg = cfg
         for task, head, labels in heads:
             try:
-                with torch.device("meta"):
-                    torch.manual_seed(seed)
-                    model = _instantiate(tf, head, cfg)
+                model, built = _instantiate_repaired(tf, head, plain_cfg, seed)
                 model.eval()
             except Exception as err:
                 tried.append(f"{plan.name}/{head}: build: {_short(err, 160)}")
                 continue
+            cfg = _apply_fixes(plain_cfg, built)
             try:
                 _default_language(model, cfg)
                 layouts = _input_layouts(model, _for_class(type(model), cfg), labels, batch, seq, seed)
@@ -1378,7 +1489,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = _Choice(plan, task, head, layout, False, tried)
+                    first = _Choice(plan, task, head, layout, False, tried, built)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 why = _probe(model, inputs)
@@ -1390,7 +1501,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                             repaired = _instantiate(tf, head, _apply_fixes(cfg, fixes))
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
-                            choice = _Choice(plan, task, head, layout, True, tried, fixes)
+                            choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes))
                             _CHOICES[key] = choice
                             return choice
                     except Exception as err:
@@ -1412,9 +1523,9 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         break
                     shaped, current, why = best
                 if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = _Choice(plan, task, head, layout, False, tried, (), tuple(named), shaped)  # export may manage it
+                    limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)  # export may manage it
                 if why is None:
-                    choice = _Choice(plan, task, head, layout, True, tried, (), tuple(named), shaped)
+                    choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped)
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
