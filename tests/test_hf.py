@@ -345,3 +345,15 @@ def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() ->
     assert model.config.attn_config.clip_qkv is not None  # the per-type gap table
     text = build("deepseek_ocr2", device="meta")[0].config.text_config
     assert set(text.mlp_layer_types) == {"sparse"} and len(text.mlp_layer_types) == text.num_hidden_layers
+
+
+@needs_hf
+def test_position_ids_counted_from_an_unset_padding_id_get_one() -> None:
+    """ESM's default config leaves ``pad_token_id`` unset, yet its positions are counted from
+    ``input_ids.ne(padding_idx)``: the probe's failure names the padding id, which gets a value."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("esm", device="meta", info=info)
+    assert info[0].probed and "pad_token_id (unset)" in info[0].plan, info[0].tried[:2]
+    assert model.config.pad_token_id == 1

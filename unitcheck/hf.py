@@ -1297,7 +1297,12 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
 
     Multimodal rotary code reads ``rope_parameters.get("mrope_section", [8, 12, 12])``: a default
     written for the checkpoint's rotary dim, which the default config (and any smaller one) does
-    not have. The split sizes the model asked for are scaled to the rotary dim it has."""
+    not have. The split sizes the model asked for are scaled to the rotary dim it has. Position
+    ids counted from an unset padding id get one."""
+    if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
+        # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
+        return tuple((path, "pad_token_id", 1, "pad_token_id (unset)") for path, c in _paths(cfg)
+                     if hasattr(c, "pad_token_id") and _get(c, "pad_token_id") is None)
     m = re.search(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", why)
     if not m:
         return ()
