@@ -320,7 +320,8 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
     inputs = {"x": torch.zeros(2, 16, 70), "ids": torch.zeros(2, 16, dtype=torch.long)}
     conv = "Given groups=1, weight of size [32, 1, 7], expected input[2, 16, 70] to have 1 channels, but got 16 channels"
     assert _reshaped(conv, inputs) == [("x", (2, 1, 70))]
-    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 71]"), inputs) == []  # a deeper layer: not guessed
+    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 17, 70]"), inputs) == []  # a deeper layer: not guessed
+    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 76]"), inputs) == [("x", (2, 1, 70))]  # padded by the conv
     mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
     assert _reshaped(mm, inputs) == [("x", (2, 16, 320))]
 
@@ -357,3 +358,18 @@ def test_position_ids_counted_from_an_unset_padding_id_get_one() -> None:
     model, _ = build("esm", device="meta", info=info)
     assert info[0].probed and "pad_token_id (unset)" in info[0].plan, info[0].tried[:2]
     assert model.config.pad_token_id == 1
+
+
+@needs_hf
+def test_the_main_input_goes_to_the_first_required_argument_when_the_forward_names_it_otherwise() -> None:
+    """VibeVoice's codec encoder and decoder inherit ``main_input_name = "input_values"`` but take
+    ``hidden_states``: the waveform (or latents, as wide as the decoder's first conv asks) goes
+    there instead of into ``**kwargs`` beside a made-up tensor."""
+    from unitcheck.hf import Built, build
+
+    for arch, channels in (("vibevoice_acoustic_tokenizer_encoder", 1), ("vibevoice_acoustic_tokenizer_decoder", None)):
+        info: list[Built] = []
+        model, inputs = build(arch, device="meta", info=info)
+        assert info[0].probed and set(inputs) == {"hidden_states"}, (arch, info[0].tried[:2])
+        want = channels or model.stem.conv.conv.in_channels
+        assert inputs["hidden_states"].dim() == 3 and inputs["hidden_states"].shape[1] == want

@@ -864,7 +864,10 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
+    slot = _main_slot(model, main, params, required)
     for name, inputs in layouts:
+        if slot is not None and main in inputs:
+            inputs[slot] = inputs.pop(main)
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _by_name(cfg, inputs, required, ids, batch, g)
@@ -966,6 +969,20 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
+
+
+def _main_slot(model: nn.Module, main: str, params: set[str], required: set[str]) -> str | None:
+    """Where the main input goes when the forward has no parameter of that name: its first
+    required parameter (a codec's encoder inherits ``main_input_name = "input_values"`` but takes
+    ``hidden_states``), so the waveform is not swallowed by ``**kwargs`` while a made-up tensor
+    fills the real argument."""
+    if main in params:
+        return None
+    try:
+        order = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    return next((p for p in order if p in required and not p.endswith("mask")), None)
 
 
 def _required_params(model: nn.Module) -> set[str]:
@@ -1257,17 +1274,22 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     """Shapes for a float input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
     projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows too).
-    Only an input whose shape the message shows is changed, so layers deeper in the model (whose
-    sizes the config ties) are never guessed at."""
+    Only an input whose shape the message shows (give or take the few steps a conv pads its input
+    by) is changed, so layers deeper in the model (whose sizes the config ties) are never guessed at."""
     floats = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
     out: list[tuple[str, tuple[int, ...]]] = []
     m = _CONV_CHANNELS.search(why)
     if m:
         shape, want = tuple(int(x) for x in m.group(1).split(",")), int(m.group(2))
-        for name in [k for k, v in floats.items() if tuple(v.shape) == shape and len(shape) >= 3]:
-            if shape[-1] == want:
-                out.append((name, (shape[0], want, *shape[1:-1])))
-            out.append((name, (shape[0], want, *shape[2:])))
+        for name, v in floats.items():
+            if len(shape) < 3 or v.dim() != len(shape) or tuple(v.shape[:-1]) != shape[:-1]:
+                continue
+            if v.shape[-1] != shape[-1] and not 0 < shape[-1] - v.shape[-1] <= 16:
+                continue  # the same input, padded by the conv first (a causal conv's left context)
+            dims = tuple(int(x) for x in v.shape)
+            if dims[-1] == want:
+                out.append((name, (dims[0], want, *dims[1:-1])))
+            out.append((name, (dims[0], want, *dims[2:])))
     m = _REDUCTION.search(why)
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
