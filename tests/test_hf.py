@@ -373,3 +373,15 @@ def test_the_main_input_goes_to_the_first_required_argument_when_the_forward_nam
         assert info[0].probed and set(inputs) == {"hidden_states"}, (arch, info[0].tried[:2])
         want = channels or model.stem.conv.conv.in_channels
         assert inputs["hidden_states"].dim() == 3 and inputs["hidden_states"].shape[1] == want
+
+
+def test_a_layer_norm_asks_for_features_as_wide_as_it_normalises() -> None:
+    """NeuCodec's semantic encoder normalises its input features first; its message shows the
+    input and the width it wants (the feature count the shrunk config ties it to)."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"input_features": torch.zeros(2, 16, 64), "input_values": torch.zeros(2, 1, 3200)}
+    why = ("RuntimeError: Given normalized_shape=[8], expected input with shape [8], but got input of size "
+           "torch.Size([2, 16, 64])")
+    assert _reshaped(why, inputs) == [("input_features", (2, 16, 8))]
+    assert _reshaped(why.replace("[2, 16, 64]", "[2, 10, 64]"), inputs) == []

@@ -1267,12 +1267,15 @@ class _Choice:
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
 
 _CONV_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
+_NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
+                         r"torch.Size\(\[([\d, ]+)\]\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
 def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """Shapes for a float input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
+    layer norm's "normalized_shape=[8] ... got input of size [2, 16, 64]" (features as wide), a
     projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows too).
     Only an input whose shape the message shows (give or take the few steps a conv pads its input
     by) is changed, so layers deeper in the model (whose sizes the config ties) are never guessed at."""
@@ -1290,6 +1293,10 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             if dims[-1] == want:
                 out.append((name, (dims[0], want, *dims[1:-1])))
             out.append((name, (dims[0], want, *dims[2:])))
+    m = _NORMALIZED.search(why)
+    if m:
+        want, shape = int(m.group(1)), tuple(int(x) for x in m.group(2).split(","))
+        out.extend((name, (*shape[:-1], want)) for name, v in floats.items() if tuple(v.shape) == shape)
     m = _REDUCTION.search(why)
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
