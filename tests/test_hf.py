@@ -385,3 +385,31 @@ def test_a_layer_norm_asks_for_features_as_wide_as_it_normalises() -> None:
            "torch.Size([2, 16, 64])")
     assert _reshaped(why, inputs) == [("input_features", (2, 16, 8))]
     assert _reshaped(why.replace("[2, 16, 64]", "[2, 10, 64]"), inputs) == []
+
+
+def test_a_broadcast_against_a_fixed_size_tensor_reshapes_the_input_it_shows() -> None:
+    """TVP multiplies its frames by a prompt mask as large as its configured image; Kyutai adds one
+    offset per codebook to its ids; FunASR normalises stacked frames: the message shows the
+    input's shape and the fixed tensor's, whose dims the input takes (ids stay ids)."""
+    from unitcheck.hf import _reshaped, _with_shapes
+
+    image = {"pixel_values": torch.zeros(2, 3, 64, 64)}
+    why = ("RuntimeError: Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 "
+           "had torch.Size([448, 448]); but expected shape should be broadcastable to [2, 3, 64, 64]")
+    assert _reshaped(why, image) == [("pixel_values", (2, 3, 448, 448))]
+    ids = {"input_ids": torch.ones(2, 16, dtype=torch.long)}
+    why = ("RuntimeError: Attempting to broadcast a dimension of length 33 at -1! Mismatching argument at index 1 "
+           "had torch.Size([33]); but expected shape should be broadcastable to [2, 16]")
+    assert ("input_ids", (2, 16, 33)) in _reshaped(why, ids)
+    remade = _with_shapes(ids, (("input_ids", (2, 16, 33)),), 0)["input_ids"]
+    assert remade.dtype == torch.long and remade.shape == (2, 16, 33) and int(remade.max()) <= 1
+    assert _reshaped(why.replace("[2, 16]", "[2, 17]"), ids) == []
+
+
+@needs_hf
+def test_ids_with_one_column_per_codebook_are_found_from_the_broadcast() -> None:
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("kyutai_speech_to_text", device="meta", info=info)
+    assert info[0].probed and inputs["input_ids"].dim() == 3, info[0].tried[:3]

@@ -1267,6 +1267,8 @@ class _Choice:
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
 
 _CONV_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
+_BROADCAST = re.compile(r"Attempting to broadcast a dimension of length \d+ at -\d+! Mismatching argument at index \d+ "
+                        r"had torch.Size\(\[([\d, ]*)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]")
 _NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
                          r"torch.Size\(\[([\d, ]+)\]\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
@@ -1276,7 +1278,9 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     """Shapes for a float input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
     layer norm's "normalized_shape=[8] ... got input of size [2, 16, 64]" (features as wide), a
-    projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows too).
+    broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3, 64,
+    64]": the input's trailing dims become that tensor's; ids too, Kyutai's one column per codebook
+    offset), a projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows).
     Only an input whose shape the message shows (give or take the few steps a conv pads its input
     by) is changed, so layers deeper in the model (whose sizes the config ties) are never guessed at."""
     floats = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
@@ -1293,6 +1297,14 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             if dims[-1] == want:
                 out.append((name, (dims[0], want, *dims[1:-1])))
             out.append((name, (dims[0], want, *dims[2:])))
+    m = _BROADCAST.search(why)
+    if m:
+        other, shape = (tuple(int(x) for x in g.split(",") if x.strip()) for g in m.group(1, 2))
+        wants = [(*shape[: len(shape) - len(other)], *other)] if 0 < len(other) <= len(shape) else []
+        if len(other) == 1:
+            wants.append((*shape, *other))  # one more axis (Kyutai's ids: one column per codebook)
+        out.extend((name, want) for want in wants for name, v in inputs.items()
+                   if isinstance(v, torch.Tensor) and tuple(v.shape) == shape and want != shape)
     m = _NORMALIZED.search(why)
     if m:
         want, shape = int(m.group(1)), tuple(int(x) for x in m.group(2).split(","))
@@ -1311,7 +1323,11 @@ def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, 
     g = torch.Generator().manual_seed(seed)
     out = dict(inputs)
     for name, shape in shaped:
-        out[name] = torch.randn(shape, generator=g, dtype=out[name].dtype)
+        old = out[name]
+        if old.is_floating_point():
+            out[name] = torch.randn(shape, generator=g, dtype=old.dtype)
+        else:  # ids keep their range
+            out[name] = torch.randint(0, max(2, int(old.max()) + 1), shape, generator=g, dtype=old.dtype)
     return out
 
 
