@@ -413,3 +413,17 @@ def test_ids_with_one_column_per_codebook_are_found_from_the_broadcast() -> None
     info: list[Built] = []
     _, inputs = build("kyutai_speech_to_text", device="meta", info=info)
     assert info[0].probed and inputs["input_ids"].dim() == 3, info[0].tried[:3]
+
+
+@needs_hf
+def test_unset_multimodal_rotary_sections_get_three() -> None:
+    """HunYuan-VL's text rotary code reads ``rope_parameters["mrope_section"]``, which its default
+    config leaves unset: the probe's failure names it, and the rotary half is split in three."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("hunyuan_vl_text", device="meta", info=info)
+    assert info[0].probed and "mrope_section (unset)" in info[0].plan, info[0].tried[:2]
+    cfg = model.config
+    head = cfg.head_dim or cfg.hidden_size // cfg.num_attention_heads
+    assert len(cfg.rope_parameters["mrope_section"]) == 3 and sum(cfg.rope_parameters["mrope_section"]) == head // 2

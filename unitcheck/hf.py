@@ -1342,12 +1342,24 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
 
     Multimodal rotary code reads ``rope_parameters.get("mrope_section", [8, 12, 12])``: a default
     written for the checkpoint's rotary dim, which the default config (and any smaller one) does
-    not have. The split sizes the model asked for are scaled to the rotary dim it has. Position
-    ids counted from an unset padding id get one."""
+    not have. The split sizes the model asked for are scaled to the rotary dim it has; sections
+    left unset get three. Position ids counted from an unset padding id get one."""
     if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
         # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
         return tuple((path, "pad_token_id", 1, "pad_token_id (unset)") for path, c in _paths(cfg)
                      if hasattr(c, "pad_token_id") and _get(c, "pad_token_id") is None)
+    if "NoneType" in why and "mrope_section" in why:
+        # multimodal rotary code that reads its sections from a config that leaves them unset: the
+        # rotary half split over (time, height, width)
+        fixes = []
+        for path, c in _paths(cfg):
+            rope, heads, width = _get(c, "rope_parameters"), _get(c, "num_attention_heads"), _main_width(c)
+            head = _get(c, "head_dim") or (width // heads if width and _is_int(heads) and heads else None)
+            if isinstance(rope, dict) and rope.get("mrope_section") is None and _is_int(head) and head >= 12:
+                third = head // 2 // 3
+                fixes.append((path, "rope_parameters", {**rope, "mrope_section": [head // 2 - 2 * third, third, third]},
+                              "rope_parameters.mrope_section (unset)"))
+        return tuple(fixes)
     m = re.search(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", why)
     if not m:
         return ()
