@@ -1351,15 +1351,15 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
     if "NoneType" in why and "mrope_section" in why:
         # multimodal rotary code that reads its sections from a config that leaves them unset: the
         # rotary half split over (time, height, width)
-        fixes = []
+        unset: list[Fix] = []
         for path, c in _paths(cfg):
             rope, heads, width = _get(c, "rope_parameters"), _get(c, "num_attention_heads"), _main_width(c)
             head = _get(c, "head_dim") or (width // heads if width and _is_int(heads) and heads else None)
             if isinstance(rope, dict) and rope.get("mrope_section") is None and _is_int(head) and head >= 12:
                 third = head // 2 // 3
-                fixes.append((path, "rope_parameters", {**rope, "mrope_section": [head // 2 - 2 * third, third, third]},
+                unset.append((path, "rope_parameters", {**rope, "mrope_section": [head // 2 - 2 * third, third, third]},
                               "rope_parameters.mrope_section (unset)"))
-        return tuple(fixes)
+        return tuple(unset)
     m = re.search(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", why)
     if not m:
         return ()
