@@ -427,3 +427,31 @@ def test_unset_multimodal_rotary_sections_get_three() -> None:
     cfg = model.config
     head = cfg.head_dim or cfg.hidden_size // cfg.num_attention_heads
     assert len(cfg.rope_parameters["mrope_section"]) == 3 and sum(cfg.rope_parameters["mrope_section"]) == head // 2
+
+
+@needs_hf
+def test_a_meta_build_keeps_legacy_constructed_parameters_on_meta() -> None:
+    """``nn.Parameter(torch.Tensor(n, d))`` ignores the device context: OneFormer's level
+    embedding came out on the CPU inside a meta model. Its ``task_inputs`` is one row per example
+    (made like ids, then as wide as the task encoder's projection asks)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("oneformer", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    assert {t.device.type for t in (*model.parameters(), *model.buffers())} == {"meta"}
+    assert inputs["task_inputs"].dim() == 2
+
+
+@needs_hf
+def test_a_backbone_keeps_as_many_layers_as_its_last_output_stage() -> None:
+    """LW-DETR reads its ViT backbone's stages 2, 4, 5 and 9: the shrunk backbone keeps nine
+    layers, so every output stage exists (and the per-type table gives it a projector scale)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("lw_detr")
+    assert cfg.backbone_config.num_hidden_layers == max(cfg.backbone_config.out_indices) == 9
+    assert list(cfg.projector_scale_factors) == [1.0]
+    info: list[Built] = []
+    build("lw_detr", device="meta", info=info)
+    assert info[0].probed and info[0].plan == "small", (info[0].plan, info[0].tried[:2])

@@ -325,6 +325,11 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         for k in per_layer:
             keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
         keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 8))]
+        outs = values.get("out_indices", values.get("_out_indices"))
+        if _int_list(outs) and len(keep) < max(outs) <= n0:
+            # a backbone whose parent reads the output of a later layer (LW-DETR's ViT stages 2-9):
+            # as many layers as the last output, so every output stage still exists
+            keep = sorted(set(keep) | set(range(max(outs))))
     else:
         per_layer = []
     n_layers = len(keep) if keep is not None else None
@@ -583,6 +588,8 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
 _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # attention clamps q, k, v to +-clip_qkv unconditionally (clamp with both bounds None raises)
     "dbrx": {"attn_config.clip_qkv": 8.0},
+    # no projector scale, so no feature level reaches the encoder (checkpoints use [1.0] or [2.0, 0.5])
+    "lw_detr": {"projector_scale_factors": [1.0]},
 }
 
 
@@ -960,7 +967,8 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
     for name in sorted(required - set(inputs)):
         if name.endswith("mask"):
             continue
-        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input"):
+        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
+                name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             inputs[name] = ids.clone()
         elif "length" in name:
             inputs[name] = torch.full((batch,), seq, dtype=torch.long)
@@ -1275,7 +1283,7 @@ _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+),
 
 
 def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
-    """Shapes for a float input that a probe failure in the layer reading it asks for: a conv's
+    """Shapes for an input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
     layer norm's "normalized_shape=[8] ... got input of size [2, 16, 64]" (features as wide), a
     broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3, 64,
@@ -1312,7 +1320,8 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     m = _REDUCTION.search(why)
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        for name, v in [(k, v) for k, v in floats.items() if v.shape[-1] == have and v.numel() == rows * have]:
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2}
+        for name, v in [(k, v) for k, v in tensors.items() if v.shape[-1] == have and v.numel() == rows * have]:
             out.append((name, (*v.shape[:-1], want)))
             if v.dim() > 3:  # an image read as patch rows: (batch, patches, features)
                 out.append((name, (v.shape[0], rows // v.shape[0], want)))
@@ -1497,8 +1506,13 @@ def _for_class(cls: type, cfg: Any) -> Any:
 def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
     cls = getattr(tf, head)
     cfg = _for_class(cls, cfg)
-    model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
-    return model  # type: ignore[no-any-return]
+    model: nn.Module = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
+    meta = torch.empty(0).device.type == "meta"  # built under torch.device("meta")
+    if meta and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
+        # the legacy ``torch.Tensor(n, d)`` constructor ignores the device context (OneFormer's
+        # level embedding, LW-DETR's layer scales): a CPU parameter in a meta model
+        model.to("meta")
+    return model
 
 
 def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> _Choice:
