@@ -455,3 +455,16 @@ def test_a_backbone_keeps_as_many_layers_as_its_last_output_stage() -> None:
     info: list[Built] = []
     build("lw_detr", device="meta", info=info)
     assert info[0].probed and info[0].plan == "small", (info[0].plan, info[0].tried[:2])
+
+
+@needs_hf
+def test_an_unset_video_placeholder_token_gets_a_slot_of_its_own() -> None:
+    """InstructBLIP-Video's default leaves ``video_token_index`` unset, so its placeholder mask is
+    ``input_ids == None`` (a bool): the token gets a slot at the top of the small vocabulary."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("instructblipvideo")
+    assert cfg.video_token_index is not None and cfg.video_token_index < cfg.text_config.vocab_size
+    info: list[Built] = []
+    _, inputs = build("instructblipvideo", device="meta", info=info)
+    assert info[0].probed and inputs["pixel_values"].dim() == 5, info[0].tried[:2]

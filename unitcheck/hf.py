@@ -346,9 +346,11 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         if key in ("use_timm_backbone", "use_pretrained_backbone") and value:
             out[key] = False  # a backbone from transformers itself, random weights: no timm, no download
             continue
-        if value is None and key in ("image_token_id", "image_token_index") and plan.vocab:
-            # image-text models whose default leaves the placeholder token unset (BLIP-2)
-            out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000, shrink)
+        if value is None and key in ("image_token_id", "image_token_index", "video_token_id", "video_token_index") \
+                and plan.vocab:
+            # image-text models whose default leaves the placeholder token unset (BLIP-2, InstructBLIP-Video):
+            # a slot of its own at the top of the vocabulary, one for images and one for videos
+            out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000 + ("video" in key), shrink)
             continue
         if value is None and key == "prediction_length":
             out[key] = 8  # forecasting configs leave the horizon unset and refuse to build without one
