@@ -468,3 +468,15 @@ def test_an_unset_video_placeholder_token_gets_a_slot_of_its_own() -> None:
     info: list[Built] = []
     _, inputs = build("instructblipvideo", device="meta", info=info)
     assert info[0].probed and inputs["pixel_values"].dim() == 5, info[0].tried[:2]
+
+
+@needs_hf
+def test_informer_traces_without_distilling() -> None:
+    """Informer's distilling conv halves the sequence between encoder layers while the encoder mask
+    torch.export materialises stays at the input length: the per-type table turns distilling off."""
+    from unitcheck.hf import Built, build, make_config
+
+    assert make_config("informer").distil is False
+    info: list[Built] = []
+    build("informer", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]

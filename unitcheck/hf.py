@@ -592,6 +592,9 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     "dbrx": {"attn_config.clip_qkv": 8.0},
     # no projector scale, so no feature level reaches the encoder (checkpoints use [1.0] or [2.0, 0.5])
     "lw_detr": {"projector_scale_factors": [1.0]},
+    # its distilling conv halves the sequence between encoder layers, but under torch.export the
+    # encoder's mask is built once at the input length, so the second layer rejects it: no distilling
+    "informer": {"distil": False},
 }
 
 
