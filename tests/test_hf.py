@@ -480,3 +480,14 @@ def test_informer_traces_without_distilling() -> None:
     info: list[Built] = []
     build("informer", device="meta", info=info)
     assert info[0].probed, info[0].tried[:2]
+
+
+def test_a_window_larger_than_what_is_left_of_the_image_asks_for_a_larger_image() -> None:
+    """PP-OCRv5's recogniser pools (3, 2) windows after a 32x downsampling: a 64-pixel image leaves
+    two rows. The shrunk config does not tie the image size, so a larger image is offered."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"pixel_values": torch.zeros(2, 3, 64, 64), "input_ids": torch.zeros(2, 16, dtype=torch.long)}
+    why = "RuntimeError: Given input size: (512x2x2). Calculated output size: (512x0x1). Output size is too small"
+    assert _reshaped(why, inputs) == [("pixel_values", (2, 3, 128, 128)), ("pixel_values", (2, 3, 256, 256))]
+    assert _reshaped("RuntimeError: mat1 and mat2 shapes cannot be multiplied", inputs) == []

@@ -1282,6 +1282,8 @@ _CHOICES: dict[tuple[Any, ...], _Choice] = {}
 _CONV_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
 _BROADCAST = re.compile(r"Attempting to broadcast a dimension of length \d+ at -\d+! Mismatching argument at index \d+ "
                         r"had torch.Size\(\[([\d, ]*)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]")
+_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size|"
+                        r"[Ii]mage size \S+ is too small")
 _NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
                          r"torch.Size\(\[([\d, ]+)\]\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
@@ -1291,11 +1293,13 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     """Shapes for an input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
     layer norm's "normalized_shape=[8] ... got input of size [2, 16, 64]" (features as wide), a
-    broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3, 64,
-    64]": the input's trailing dims become that tensor's; ids too, Kyutai's one column per codebook
-    offset), a projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows).
-    Only an input whose shape the message shows (give or take the few steps a conv pads its input
-    by) is changed, so layers deeper in the model (whose sizes the config ties) are never guessed at."""
+    broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3,
+    64, 64]": the input's trailing dims become that tensor's; ids too, Kyutai's one column per
+    codebook offset), a projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as
+    patch rows too). Only an input whose shape the message shows (give or take the few steps a conv
+    pads its input by) is changed, so layers deeper in the model (whose sizes the config ties) are
+    never guessed at; the one exception is a pooling or patching window larger than what is left
+    of the image, which asks for a larger image."""
     floats = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
     out: list[tuple[str, tuple[int, ...]]] = []
     m = _CONV_CHANNELS.search(why)
@@ -1318,6 +1322,12 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             wants.append((*shape, *other))  # one more axis (Kyutai's ids: one column per codebook)
         out.extend((name, want) for want in wants for name, v in inputs.items()
                    if isinstance(v, torch.Tensor) and tuple(v.shape) == shape and want != shape)
+    if _TOO_SMALL.search(why):
+        # a pooling or patching layer deep in the model left with less than its window: a larger
+        # image, twice and four times the side (the shrunk config does not tie the image size)
+        for name, v in floats.items():
+            if v.dim() == 4 and v.shape[1] <= 4:
+                out.extend((name, (*v.shape[:2], v.shape[2] * k, v.shape[3] * k)) for k in (2, 4))
     m = _NORMALIZED.search(why)
     if m:
         want, shape = int(m.group(1)), tuple(int(x) for x in m.group(2).split(","))
