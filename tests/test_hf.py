@@ -491,3 +491,13 @@ def test_a_window_larger_than_what_is_left_of_the_image_asks_for_a_larger_image(
     why = "RuntimeError: Given input size: (512x2x2). Calculated output size: (512x0x1). Output size is too small"
     assert _reshaped(why, inputs) == [("pixel_values", (2, 3, 128, 128)), ("pixel_values", (2, 3, 256, 256))]
     assert _reshaped("RuntimeError: mat1 and mat2 shapes cannot be multiplied", inputs) == []
+
+
+@needs_hf
+def test_lengths_a_model_asks_for_are_one_per_example() -> None:
+    """XLM's ``assert lengths.max().item() <= slen`` names ``lengths``: made from its name, it is
+    one full length per example, not a feature tensor."""
+    from unitcheck.hf import build
+
+    _, inputs = build("xlm", device="meta")
+    assert inputs["lengths"].shape == (2,) and int(inputs["lengths"].max()) == inputs["input_ids"].shape[1]

@@ -1201,7 +1201,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
                   seed: int) -> dict[str, Any]:
     """Inputs made from their names, sized by the config field named after them where there is
     one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
-    ``encoder_hidden_size``): boxes, positions, masks, ids and time steps, then features."""
+    ``encoder_hidden_size``): boxes, positions, masks, lengths, ids and time steps, then features."""
     g = torch.Generator().manual_seed(seed + 1)
     ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
     n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
@@ -1227,6 +1227,8 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             out[name] = torch.cat([lo, lo + torch.randint(1, 500, (batch, n, 2), generator=g)], dim=-1)
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
+        elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
+            out[name] = torch.full((batch,), n, dtype=torch.long)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
             out[name] = torch.zeros(batch, n, dtype=torch.long)
         elif low.endswith("_pos") or low.endswith("positions"):
