@@ -446,12 +446,17 @@ def test_a_meta_build_keeps_legacy_constructed_parameters_on_meta() -> None:
 @needs_hf
 def test_a_backbone_keeps_as_many_layers_as_its_last_output_stage() -> None:
     """LW-DETR reads its ViT backbone's stages 2, 4, 5 and 9: the shrunk backbone keeps nine
-    layers, so every output stage exists (and the per-type table gives it a projector scale)."""
+    layers, so every output stage exists (and the per-type table gives it a projector scale);
+    DINOv2's last-layer output moves to the new last layer (both were rejected, "out_features
+    must be a subset of stage_names", and fell back to the full-size default)."""
     from unitcheck.hf import Built, build, make_config
 
     cfg = make_config("lw_detr")
     assert cfg.backbone_config.num_hidden_layers == max(cfg.backbone_config.out_indices) == 9
     assert list(cfg.projector_scale_factors) == [1.0]
+    dino = make_config("dinov2")  # its only output, the last layer, follows the shrink instead
+    assert dino.num_hidden_layers == 2 and dino.out_indices == [2] and dino.out_features == ["stage2"]
+    assert make_config("swin").out_features == ["stage4"]  # a stage count the shrink does not change
     info: list[Built] = []
     build("lw_detr", device="meta", info=info)
     assert info[0].probed and info[0].plan == "small", (info[0].plan, info[0].tried[:2])

@@ -316,6 +316,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
     # per-layer lists: keep one layer of each kind, the same layers in every list
     layer = _layer_count(cfg)
     keep: list[int] | None = None
+    stages: list[int] | None = None
     if plan.layers and layer and layer[1] > SMALL_DEFAULTS["layers"]:
         n0 = layer[1]
         # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
@@ -326,10 +327,15 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
             keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
         keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 8))]
         outs = values.get("out_indices", values.get("_out_indices"))
-        if _int_list(outs) and len(keep) < max(outs) <= n0:
-            # a backbone whose parent reads the output of a later layer (LW-DETR's ViT stages 2-9):
-            # as many layers as the last output, so every output stage still exists
-            keep = sorted(set(keep) | set(range(max(outs))))
+        if _int_list(outs) and _get(cfg, "stage_names") and len(keep) < max(outs) <= n0:
+            # a backbone (one stage per layer) whose outputs name stages the shrunk stack lacks: the
+            # outputs follow the shrink where they stay distinct stages (DINOv2's last layer), else
+            # it keeps as many layers as its last output (LW-DETR reads stages 2, 4, 5 and 9)
+            mapped = [round(x * len(keep) / n0) for x in outs]
+            if len(set(mapped)) == len(mapped) and min(mapped) >= 1:
+                stages = mapped
+            else:
+                keep = sorted(set(keep) | set(range(max(outs))))
     else:
         per_layer = []
     n_layers = len(keep) if keep is not None else None
@@ -377,6 +383,9 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         if new is not _SAME:
             out[key] = new
+    if stages is not None and layer is not None and out.get(layer[0]) == n_layers:
+        # only where the stack really shrank (Swin's derived stage count stays at four)
+        out["out_indices"], out["out_features"] = stages, [f"stage{i}" for i in stages]
     if plan.widths:
         _rescale_rope_sections(values, out, new_heads)
     return out
