@@ -506,3 +506,14 @@ def test_lengths_a_model_asks_for_are_one_per_example() -> None:
 
     _, inputs = build("xlm", device="meta")
     assert inputs["lengths"].shape == (2,) and int(inputs["lengths"].max()) == inputs["input_ids"].shape[1]
+
+
+def test_patch_rows_become_patch_images_for_a_conv_patch_embedding() -> None:
+    """Kimi-K2.5's vision tower embeds patches with a conv: rows of 3 * 8 * 8 values are remade as
+    3 x 8 x 8 patches (only the input the message shows)."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"pixel_values": torch.zeros(32, 192), "grid_thw": torch.ones(2, 3, dtype=torch.long)}
+    why = "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [32, 192]"
+    assert _reshaped(why, inputs) == [("pixel_values", (32, 3, 8, 8))]
+    assert _reshaped(why.replace("[32, 192]", "[32, 190]"), inputs) == []

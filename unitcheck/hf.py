@@ -278,8 +278,9 @@ def _keep_layers(values: list[Any], n: int) -> list[int]:
     return sorted(keep)
 
 
-def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
-    """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts)."""
+def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, Any]:
+    """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts;
+    ``nested``: ``cfg`` is one, whose layers its parent may name)."""
     plan = shrink.plan
     declared = _declared(type(cfg))
     values = {k: v for k in declared if (v := _get(cfg, k, _SAME)) is not _SAME}
@@ -329,10 +330,11 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         outs = values.get("out_indices", values.get("_out_indices"))
         if _int_list(outs) and _get(cfg, "stage_names") and len(keep) < max(outs) <= n0:
             # a backbone (one stage per layer) whose outputs name stages the shrunk stack lacks: the
-            # outputs follow the shrink where they stay distinct stages (DINOv2's last layer), else
-            # it keeps as many layers as its last output (LW-DETR reads stages 2, 4, 5 and 9)
+            # outputs follow the shrink where they stay distinct stages (DINOv2's last layer) and no
+            # parent config names its layers, else it keeps as many layers as its last output
+            # (LW-DETR reads stages 2, 4, 5 and 9; DepthPro's parent hooks layers 5 and 11)
             mapped = [round(x * len(keep) / n0) for x in outs]
-            if len(set(mapped)) == len(mapped) and min(mapped) >= 1:
+            if not nested and len(set(mapped)) == len(mapped) and min(mapped) >= 1:
                 stages = mapped
             else:
                 keep = sorted(set(keep) | set(range(max(outs))))
@@ -345,7 +347,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         if key in subs:
             if value is not None:
                 sub = _without_timm(subs[key])
-                kw = shrink_kwargs(sub, shrink)
+                kw = shrink_kwargs(sub, shrink, nested=True)
                 kw["model_type"] = getattr(sub, "model_type", "")
                 out[key] = kw
             continue
@@ -1293,6 +1295,8 @@ _CHOICES: dict[tuple[Any, ...], _Choice] = {}
 _CONV_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
 _BROADCAST = re.compile(r"Attempting to broadcast a dimension of length \d+ at -\d+! Mismatching argument at index \d+ "
                         r"had torch.Size\(\[([\d, ]*)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]")
+_CONV_RANK = re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d, but got input of size: "
+                        r"\[(\d+), (\d+)\]")
 _TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size|"
                         r"[Ii]mage size \S+ is too small")
 _NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
@@ -1307,7 +1311,7 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3,
     64, 64]": the input's trailing dims become that tensor's; ids too, Kyutai's one column per
     codebook offset), a projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as
-    patch rows too). Only an input whose shape the message shows (give or take the few steps a conv
+    patch rows too), a conv patch embedding given patch rows (each row as a c x p x p patch). Only an input whose shape the message shows (give or take the few steps a conv
     pads its input by) is changed, so layers deeper in the model (whose sizes the config ties) are
     never guessed at; the one exception is a pooling or patching window larger than what is left
     of the image, which asks for a larger image."""
@@ -1333,6 +1337,17 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             wants.append((*shape, *other))  # one more axis (Kyutai's ids: one column per codebook)
         out.extend((name, want) for want in wants for name, v in inputs.items()
                    if isinstance(v, torch.Tensor) and tuple(v.shape) == shape and want != shape)
+    m = _CONV_RANK.search(why)
+    if m:
+        # patch rows (n, c * p * p) where a conv patch embedding wants patch images (n, c, p, p)
+        rows, feats = int(m.group(1)), int(m.group(2))
+        for name, v in floats.items():
+            if tuple(v.shape) == (rows, feats):
+                for c in (3, 1):
+                    p = round((feats / c) ** 0.5)
+                    if c * p * p == feats:
+                        out.append((name, (rows, c, p, p)))
+                        break
     if _TOO_SMALL.search(why):
         # a pooling or patching layer deep in the model left with less than its window: a larger
         # image, twice and four times the side (the shrunk config does not tie the image size)
