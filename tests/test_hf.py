@@ -333,7 +333,7 @@ def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() ->
     with), rotary parameters looked up per layer type in an empty dict (Cohere Compass), a field
     only the parent config declares (T5Gemma2's ``dropout_rate``) or keeps in its rotary
     parameters (DBRX's ``rope_theta``): the constructor's failure says which field to fill."""
-    from unitcheck.hf import Built, build
+    from unitcheck.hf import Built, build, make_config
 
     cases = {"lfm2_moe": "layer_types (unset)", "deepseek_ocr2": "mlp_layer_types (unset)",
              "cohere_compass_text": "rope_parameters per layer type", "t5gemma2_encoder": "dropout_rate (missing)",
@@ -344,6 +344,7 @@ def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() ->
         assert what in info[0].plan, (arch, info[0].plan, info[0].tried[:2])
     assert model.config.attn_config.rope_theta == model.config.rope_parameters["rope_theta"]
     assert model.config.attn_config.clip_qkv is not None  # the per-type gap table
+    assert make_config("qwen4_exp").text_config.indexer_budget % make_config("qwen4_exp").text_config.indexer_compress_ratio == 0
     text = build("deepseek_ocr2", device="meta")[0].config.text_config
     assert set(text.mlp_layer_types) == {"sparse"} and len(text.mlp_layer_types) == text.num_hidden_layers
 

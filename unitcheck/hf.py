@@ -606,6 +606,13 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # its distilling conv halves the sequence between encoder layers, but under torch.export the
     # encoder's mask is built once at the input length, so the second layer rejects it: no distilling
     "informer": {"distil": False},
+    # its indexed-attention layers size their token indexer from five fields the default leaves
+    # unset (the class validates them together: one key head, a budget divisible by the ratio)
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 32,
+                       "indexer_budget": 8, "indexer_compress_ratio": 4},
+    "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
+                  "text_config.indexer_head_dim": 32, "text_config.indexer_budget": 8,
+                  "text_config.indexer_compress_ratio": 4},
 }
 
 
