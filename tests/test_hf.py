@@ -518,3 +518,17 @@ def test_patch_rows_become_patch_images_for_a_conv_patch_embedding() -> None:
     why = "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [32, 192]"
     assert _reshaped(why, inputs) == [("pixel_values", (32, 3, 8, 8))]
     assert _reshaped(why.replace("[32, 192]", "[32, 190]"), inputs) == []
+
+
+@needs_hf
+@pytest.mark.slow
+def test_a_real_run_decides_between_layouts_fake_tensors_cannot() -> None:
+    """WavTokenizer's padding branches on values, so every waveform layout stops there on fake
+    tensors; a real run of the small model on the CPU rejects the flat waveform (its first conv
+    wants a channel axis) and picks the layout with one."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("wavtokenizer", device="meta", info=info)
+    assert info[0].layout == "input_values (channels)" and inputs["input_values"].dim() == 3, info[0].tried[:2]
+    assert any("on real values" in t for t in info[0].tried)

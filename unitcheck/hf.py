@@ -1187,6 +1187,25 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     return None
 
 
+_REAL_RUN_PARAMETERS = 20_000_000  # larger candidates are left to the tracer's own real run
+
+
+def _real_run(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int, meta: nn.Module) -> str | None:
+    """None when the model, built on the CPU, runs ``inputs`` (or is too large to try), else why
+    not: the check for candidates whose fake-tensor probe stopped at a branch on values."""
+    if sum(p.numel() for p in meta.parameters()) > _REAL_RUN_PARAMETERS:
+        return None
+    try:
+        torch.manual_seed(seed)
+        model = _instantiate(tf, head, cfg).eval()
+        with torch.no_grad():
+            model(**inputs)
+    except Exception as err:
+        line = _model_line(err)
+        return _short(err, 200) + (f" [at: {line}]" if line else "")
+    return None
+
+
 def _model_line(err: BaseException) -> str:
     """The line of model code that raised (it names the argument a ``NoneType`` error is about)."""
     import traceback
@@ -1647,7 +1666,13 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         break
                     shaped, current, why = best
                 if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)  # export may manage it
+                    # export may manage it; where fake tensors cannot decide, a real run decides
+                    # between layouts (a waveform with or without its channel axis)
+                    real = _real_run(tf, head, cfg, current, seed, model)
+                    if real is None:
+                        limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)
+                    else:
+                        why = f"{why}; on real values: {real}"
                 if why is None:
                     choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped)
                     _CHOICES[key] = choice
