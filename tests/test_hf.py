@@ -532,3 +532,23 @@ def test_a_real_run_decides_between_layouts_fake_tensors_cannot() -> None:
     _, inputs = build("wavtokenizer", device="meta", info=info)
     assert info[0].layout == "input_values (channels)" and inputs["input_values"].dim() == 3, info[0].tried[:2]
     assert any("on real values" in t for t in info[0].tried)
+
+
+def test_a_real_runs_matmul_message_reshapes_like_the_fake_one() -> None:
+    """On real tensors a projection's mismatch reads "mat1 and mat2 shapes cannot be multiplied
+    (32x192 and 384x64)" (Muse Glimmer's patch rows lack the temporal patch): rows as wide as the
+    projection's in-features."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"pixel_values": torch.zeros(32, 192), "grid_thw": torch.ones(2, 3, dtype=torch.long)}
+    why = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x192 and 384x64)"
+    assert _reshaped(why, inputs) == [("pixel_values", (32, 384))]
+
+
+@needs_hf
+def test_a_real_run_failure_reshapes_the_input_it_shows() -> None:
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("muse_glimmer_vision", device="meta", info=info)
+    assert "(pixel_values as [32, 384])" in info[0].layout and inputs["pixel_values"].shape == (32, 384)

@@ -1327,6 +1327,7 @@ _TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater 
                         r"[Ii]mage size \S+ is too small")
 _NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
                          r"torch.Size\(\[([\d, ]+)\]\)")
+_MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
@@ -1384,7 +1385,7 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     if m:
         want, shape = int(m.group(1)), tuple(int(x) for x in m.group(2).split(","))
         out.extend((name, (*shape[:-1], want)) for name, v in floats.items() if tuple(v.shape) == shape)
-    m = _REDUCTION.search(why)
+    m = _REDUCTION.search(why) or _MAT1_MAT2.search(why)  # the fake-tensor and the real-run wording
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
         tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2}
@@ -1669,6 +1670,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     # export may manage it; where fake tensors cannot decide, a real run decides
                     # between layouts (a waveform with or without its channel axis)
                     real = _real_run(tf, head, cfg, current, seed, model)
+                    for o in _reshaped(real or "", current):  # the real run's error shows an input's shape
+                        remade = _with_shapes(current, (o,), seed)
+                        if _real_run(tf, head, cfg, remade, seed, model) is None:
+                            shaped, current, real = (*shaped, o), remade, None
+                            break
                     if real is None:
                         limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)
                     else:
