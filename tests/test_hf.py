@@ -552,3 +552,13 @@ def test_a_real_run_failure_reshapes_the_input_it_shows() -> None:
     info: list[Built] = []
     _, inputs = build("muse_glimmer_vision", device="meta", info=info)
     assert "(pixel_values as [32, 384])" in info[0].layout and inputs["pixel_values"].shape == (32, 384)
+
+
+@needs_hf
+def test_a_qualified_hidden_size_follows_the_config_whose_width_it_is() -> None:
+    """BLT's local encoder and decoder read ``hidden_size_global``, the global transformer's width:
+    it shrinks with that config's ``hidden_size`` (its patch projection was 2048 wide otherwise)."""
+    from unitcheck.hf import make_config
+
+    cfg = make_config("blt")
+    assert cfg.encoder_config.hidden_size_global == cfg.decoder_config.hidden_size_global == cfg.global_config.hidden_size

@@ -543,6 +543,10 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
     width_like = low in _WIDTH_EXACT or (low.endswith(_WIDTH_SUFFIX + ("_channels",)) and not low.endswith(_HEAD_DIM_SUFFIX))
+    if _is_int(value) and value in shrink.widths and "hidden_size" in low and not width_like:
+        # a hidden size named with a qualifier after it (BLT's ``hidden_size_global``): it is the
+        # width of another config of the tree, and follows it
+        return shrink.widths[value]
     if width_like and _is_int(value) and value >= 16:
         if value in shrink.widths:
             return shrink.widths[value]
