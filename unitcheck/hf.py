@@ -614,6 +614,9 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # unset (the class validates them together: one key head, a budget divisible by the ratio)
     "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 32,
                        "indexer_budget": 8, "indexer_compress_ratio": 4},
+    # its head concatenates all six bridge outputs of its backbone, whose default returns the last only
+    "uvdoc": {"backbone_config.out_indices": [1, 2, 3, 4, 5, 6],
+              "backbone_config.out_features": [f"stage{i}" for i in range(1, 7)]},
     # its text model builds a sliding-window mask whatever its layer types are, and the default
     # leaves the window unset
     "step3p7": {"text_config.sliding_window": 8},
