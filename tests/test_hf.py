@@ -564,3 +564,16 @@ def test_a_qualified_hidden_size_follows_the_config_whose_width_it_is() -> None:
 
     cfg = make_config("blt")
     assert cfg.encoder_config.hidden_size_global == cfg.decoder_config.hidden_size_global == cfg.global_config.hidden_size
+
+
+@needs_hf
+def test_an_image_attention_mask_has_one_column_per_image() -> None:
+    """IDEFICS takes several images per example, ``(batch, images, C, H, W)``, and reads the
+    number of images from its ``image_attention_mask`` (batch, text length, images)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("idefics", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    images = inputs["pixel_values"].shape[1]
+    assert inputs["image_attention_mask"].shape == (2, inputs["input_ids"].shape[1], images)

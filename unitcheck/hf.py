@@ -1272,6 +1272,9 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         if low in ("bbox", "boxes", "bboxes"):
             lo = torch.randint(0, 500, (batch, n, 2), generator=g)
             out[name] = torch.cat([lo, lo + torch.randint(1, 500, (batch, n, 2), generator=g)], dim=-1)
+        elif low == "image_attention_mask" and isinstance(images := inputs.get("pixel_values"), torch.Tensor) \
+                and images.dim() == 5:  # IDEFICS: which of each example's images every text position sees
+            out[name] = torch.ones(batch, n, images.shape[1], dtype=torch.long)
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
