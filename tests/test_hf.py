@@ -577,3 +577,15 @@ def test_an_image_attention_mask_has_one_column_per_image() -> None:
     assert info[0].probed, info[0].tried[:2]
     images = inputs["pixel_values"].shape[1]
     assert inputs["image_attention_mask"].shape == (2, inputs["input_ids"].shape[1], images)
+
+
+@needs_hf
+def test_patch_rows_come_with_their_grid_positions_where_the_forward_requires_them() -> None:
+    """Gemma 4's vision tower projects patch rows and looks up each patch's (x, y) position."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("gemma4_vision", device="meta", info=info)
+    assert info[0].probed and info[0].layout == "patches+pixel_position_ids", info[0].tried[:2]
+    rows, pos = inputs["pixel_values"], inputs["pixel_position_ids"]
+    assert rows.dim() == 3 and pos.shape == (*rows.shape[:2], 2) and pos.dtype == torch.long

@@ -895,6 +895,14 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     required = _required_params(model)
     if {"grid_thw", "image_grid_thw"} & required:
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
+    if "pixel_position_ids" in required and "pixel_values" in params:
+        # patch rows with each patch's (x, y) in the grid (Gemma 4's vision tower)
+        rows = _patches_with_shapes(cfg, batch, g)
+        side = int(rows["spatial_shapes"][0, 0])
+        ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+        grid = torch.stack([xs.flatten(), ys.flatten()], dim=-1)
+        layouts.insert(0, ("patches+pixel_position_ids", {"pixel_values": rows["pixel_values"],
+                                                          "pixel_position_ids": grid.expand(batch, -1, -1).clone()}))
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
     elif "spatial_shapes" in params and "pixel_values" in params:  # optional: after the plain image
