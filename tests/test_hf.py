@@ -589,3 +589,14 @@ def test_patch_rows_come_with_their_grid_positions_where_the_forward_requires_th
     assert info[0].probed and info[0].layout == "patches+pixel_position_ids", info[0].tried[:2]
     rows, pos = inputs["pixel_values"], inputs["pixel_position_ids"]
     assert rows.dim() == 3 and pos.shape == (*rows.shape[:2], 2) and pos.dtype == torch.long
+
+
+@needs_hf
+def test_an_optional_argument_a_real_run_names_is_made_from_its_name() -> None:
+    """UDOP's fake-tensor probe stops at a branch on values before it reads ``bbox``; its real run
+    fails on the missing boxes, and names them."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("udop", device="meta", info=info)
+    assert "bbox" in inputs and info[0].layout.endswith("+bbox"), (info[0].layout, info[0].tried[:2])

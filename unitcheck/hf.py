@@ -1696,6 +1696,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         if _real_run(tf, head, cfg, remade, seed, model) is None:
                             shaped, current, real = (*shaped, o), remade, None
                             break
+                    asked = _asked_for(model, current, real) if real is not None else []
+                    if asked:  # the real run's error names an optional argument (UDOP's bbox)
+                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed)}
+                        if _real_run(tf, head, cfg, remade, seed, model) is None:
+                            named, current, real = [*named, *asked], remade, None
                     if real is None:
                         limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)
                     else:
