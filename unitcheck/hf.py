@@ -1627,6 +1627,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
     limited: _Choice | None = None
+    stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -1687,9 +1688,15 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     if best is None:
                         break
                     shaped, current, why = best
-                if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
+                same_inputs = stopped is None or (stopped[1] == frozenset(inputs) and stopped[0].head == head)
+                if why is not None and limited is None and same_inputs and any(k in why for k in _PROBE_LIMITS):
                     # export may manage it; where fake tensors cannot decide, a real run decides
-                    # between layouts (a waveform with or without its channel axis)
+                    # between layouts of the same inputs (a waveform with or without its channel
+                    # axis); the first such candidate stays the choice if no real run passes, so a
+                    # real-run failure never trades inputs away (GLM-5-Next keeps its image)
+                    if stopped is None:
+                        stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped),
+                                   frozenset(inputs))
                     real = _real_run(tf, head, cfg, current, seed, model)
                     for o in _reshaped(real or "", current):  # the real run's error shows an input's shape
                         remade = _with_shapes(current, (o,), seed)
@@ -1728,7 +1735,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         if missing:
             why = f"its model class needs the {missing.group(1)} library, which is not installed"
         raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
-    _CHOICES[key] = limited or first
+    _CHOICES[key] = limited or (stopped[0] if stopped else None) or first
     return _CHOICES[key]
 
 
