@@ -320,7 +320,8 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
     inputs = {"x": torch.zeros(2, 16, 70), "ids": torch.zeros(2, 16, dtype=torch.long)}
     conv = "Given groups=1, weight of size [32, 1, 7], expected input[2, 16, 70] to have 1 channels, but got 16 channels"
     assert _reshaped(conv, inputs) == [("x", (2, 1, 70))]
-    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 71]"), inputs) == []  # a deeper layer: not guessed
+    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 17, 70]"), inputs) == []  # a deeper layer: not guessed
+    assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 76]"), inputs) == [("x", (2, 1, 70))]  # padded by the conv
     mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
     assert _reshaped(mm, inputs) == [("x", (2, 16, 320))]
 
@@ -339,3 +340,279 @@ def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str) -> None:
     assert int((on_cpu["input_ids"] == token).sum()) > 0
     with torch.no_grad():
         model(**on_cpu)
+
+
+@needs_hf
+def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() -> None:
+    """Default configs that only checkpoints complete: per-layer lists left None (LFM2-MoE's
+    ``layer_types``; DeepSeek-OCR2's ``mlp_layer_types``, filled with the kind its code compares
+    with), rotary parameters looked up per layer type in an empty dict (Cohere Compass), a field
+    only the parent config declares (T5Gemma2's ``dropout_rate``) or keeps in its rotary
+    parameters (DBRX's ``rope_theta``): the constructor's failure says which field to fill."""
+    from unitcheck.hf import Built, build, make_config
+
+    cases = {"lfm2_moe": "layer_types (unset)", "deepseek_ocr2": "mlp_layer_types (unset)",
+             "cohere_compass_text": "rope_parameters per layer type", "t5gemma2_encoder": "dropout_rate (missing)",
+             "dbrx": "rope_theta (missing)"}
+    for arch, what in cases.items():
+        info: list[Built] = []
+        model, _ = build(arch, device="meta", info=info)
+        assert what in info[0].plan, (arch, info[0].plan, info[0].tried[:2])
+    assert model.config.attn_config.rope_theta == model.config.rope_parameters["rope_theta"]
+    assert model.config.attn_config.clip_qkv is not None  # the per-type gap table
+    assert make_config("qwen4_exp").text_config.indexer_budget % make_config("qwen4_exp").text_config.indexer_compress_ratio == 0
+    assert make_config("step3p7").text_config.sliding_window is not None
+    assert len(make_config("uvdoc").backbone_config.out_features) == 6
+    text = build("deepseek_ocr2", device="meta")[0].config.text_config
+    assert set(text.mlp_layer_types) == {"sparse"} and len(text.mlp_layer_types) == text.num_hidden_layers
+
+
+@needs_hf
+def test_position_ids_counted_from_an_unset_padding_id_get_one() -> None:
+    """ESM's default config leaves ``pad_token_id`` unset, yet its positions are counted from
+    ``input_ids.ne(padding_idx)``: the probe's failure names the padding id, which gets a value."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("esm", device="meta", info=info)
+    assert info[0].probed and "pad_token_id (unset)" in info[0].plan, info[0].tried[:2]
+    assert model.config.pad_token_id == 1
+
+
+@needs_hf
+def test_the_main_input_goes_to_the_first_required_argument_when_the_forward_names_it_otherwise() -> None:
+    """VibeVoice's codec encoder and decoder inherit ``main_input_name = "input_values"`` but take
+    ``hidden_states``: the waveform (or latents, as wide as the decoder's first conv asks) goes
+    there instead of into ``**kwargs`` beside a made-up tensor."""
+    from unitcheck.hf import Built, build
+
+    for arch, channels in (("vibevoice_acoustic_tokenizer_encoder", 1), ("vibevoice_acoustic_tokenizer_decoder", None)):
+        info: list[Built] = []
+        model, inputs = build(arch, device="meta", info=info)
+        assert info[0].probed and set(inputs) == {"hidden_states"}, (arch, info[0].tried[:2])
+        want = channels or model.stem.conv.conv.in_channels
+        assert inputs["hidden_states"].dim() == 3 and inputs["hidden_states"].shape[1] == want
+
+
+def test_a_layer_norm_asks_for_features_as_wide_as_it_normalises() -> None:
+    """NeuCodec's semantic encoder normalises its input features first; its message shows the
+    input and the width it wants (the feature count the shrunk config ties it to)."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"input_features": torch.zeros(2, 16, 64), "input_values": torch.zeros(2, 1, 3200)}
+    why = ("RuntimeError: Given normalized_shape=[8], expected input with shape [8], but got input of size "
+           "torch.Size([2, 16, 64])")
+    assert _reshaped(why, inputs) == [("input_features", (2, 16, 8))]
+    assert _reshaped(why.replace("[2, 16, 64]", "[2, 10, 64]"), inputs) == []
+
+
+def test_a_broadcast_against_a_fixed_size_tensor_reshapes_the_input_it_shows() -> None:
+    """TVP multiplies its frames by a prompt mask as large as its configured image; Kyutai adds one
+    offset per codebook to its ids; FunASR normalises stacked frames: the message shows the
+    input's shape and the fixed tensor's, whose dims the input takes (ids stay ids)."""
+    from unitcheck.hf import _reshaped, _with_shapes
+
+    image = {"pixel_values": torch.zeros(2, 3, 64, 64)}
+    why = ("RuntimeError: Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 "
+           "had torch.Size([448, 448]); but expected shape should be broadcastable to [2, 3, 64, 64]")
+    assert _reshaped(why, image) == [("pixel_values", (2, 3, 448, 448))]
+    ids = {"input_ids": torch.ones(2, 16, dtype=torch.long)}
+    why = ("RuntimeError: Attempting to broadcast a dimension of length 33 at -1! Mismatching argument at index 1 "
+           "had torch.Size([33]); but expected shape should be broadcastable to [2, 16]")
+    assert ("input_ids", (2, 16, 33)) in _reshaped(why, ids)
+    remade = _with_shapes(ids, (("input_ids", (2, 16, 33)),), 0)["input_ids"]
+    assert remade.dtype == torch.long and remade.shape == (2, 16, 33) and int(remade.max()) <= 1
+    assert _reshaped(why.replace("[2, 16]", "[2, 17]"), ids) == []
+
+
+@needs_hf
+def test_ids_with_one_column_per_codebook_are_found_from_the_broadcast() -> None:
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("kyutai_speech_to_text", device="meta", info=info)
+    assert info[0].probed and inputs["input_ids"].dim() == 3, info[0].tried[:3]
+
+
+@needs_hf
+def test_unset_multimodal_rotary_sections_get_three() -> None:
+    """HunYuan-VL's text rotary code reads ``rope_parameters["mrope_section"]``, which its default
+    config leaves unset: the probe's failure names it, and the rotary half is split in three."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("hunyuan_vl_text", device="meta", info=info)
+    assert info[0].probed and "mrope_section (unset)" in info[0].plan, info[0].tried[:2]
+    cfg = model.config
+    head = cfg.head_dim or cfg.hidden_size // cfg.num_attention_heads
+    assert len(cfg.rope_parameters["mrope_section"]) == 3 and sum(cfg.rope_parameters["mrope_section"]) == head // 2
+
+
+@needs_hf
+def test_a_meta_build_keeps_legacy_constructed_parameters_on_meta() -> None:
+    """``nn.Parameter(torch.Tensor(n, d))`` ignores the device context: OneFormer's level
+    embedding came out on the CPU inside a meta model. Its ``task_inputs`` is one row per example
+    (made like ids, then as wide as the task encoder's projection asks)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("oneformer", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    assert {t.device.type for t in (*model.parameters(), *model.buffers())} == {"meta"}
+    assert inputs["task_inputs"].dim() == 2
+
+
+@needs_hf
+def test_a_backbone_keeps_as_many_layers_as_its_last_output_stage() -> None:
+    """LW-DETR reads its ViT backbone's stages 2, 4, 5 and 9: the shrunk backbone keeps nine
+    layers, so every output stage exists (and the per-type table gives it a projector scale);
+    DINOv2's last-layer output moves to the new last layer (both were rejected, "out_features
+    must be a subset of stage_names", and fell back to the full-size default)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("lw_detr")
+    assert cfg.backbone_config.num_hidden_layers == max(cfg.backbone_config.out_indices) == 9
+    assert list(cfg.projector_scale_factors) == [1.0]
+    dino = make_config("dinov2")  # its only output, the last layer, follows the shrink instead
+    assert dino.num_hidden_layers == 2 and dino.out_indices == [2] and dino.out_features == ["stage2"]
+    assert make_config("swin").out_features == ["stage4"]  # a stage count the shrink does not change
+    info: list[Built] = []
+    build("lw_detr", device="meta", info=info)
+    assert info[0].probed and info[0].plan == "small", (info[0].plan, info[0].tried[:2])
+
+
+@needs_hf
+def test_an_unset_video_placeholder_token_gets_a_slot_of_its_own() -> None:
+    """InstructBLIP-Video's default leaves ``video_token_index`` unset, so its placeholder mask is
+    ``input_ids == None`` (a bool): the token gets a slot at the top of the small vocabulary."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("instructblipvideo")
+    assert cfg.video_token_index is not None and cfg.video_token_index < cfg.text_config.vocab_size
+    info: list[Built] = []
+    _, inputs = build("instructblipvideo", device="meta", info=info)
+    assert info[0].probed and inputs["pixel_values"].dim() == 5, info[0].tried[:2]
+
+
+@needs_hf
+def test_informer_traces_without_distilling() -> None:
+    """Informer's distilling conv halves the sequence between encoder layers while the encoder mask
+    torch.export materialises stays at the input length: the per-type table turns distilling off."""
+    from unitcheck.hf import Built, build, make_config
+
+    assert make_config("informer").distil is False
+    info: list[Built] = []
+    build("informer", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+
+
+def test_a_window_larger_than_what_is_left_of_the_image_asks_for_a_larger_image() -> None:
+    """PP-OCRv5's recogniser pools (3, 2) windows after a 32x downsampling: a 64-pixel image leaves
+    two rows. The shrunk config does not tie the image size, so a larger image is offered."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"pixel_values": torch.zeros(2, 3, 64, 64), "input_ids": torch.zeros(2, 16, dtype=torch.long)}
+    why = "RuntimeError: Given input size: (512x2x2). Calculated output size: (512x0x1). Output size is too small"
+    assert _reshaped(why, inputs) == [("pixel_values", (2, 3, 128, 128)), ("pixel_values", (2, 3, 256, 256))]
+    assert _reshaped("RuntimeError: mat1 and mat2 shapes cannot be multiplied", inputs) == []
+
+
+@needs_hf
+def test_lengths_a_model_asks_for_are_one_per_example() -> None:
+    """XLM's ``assert lengths.max().item() <= slen`` names ``lengths``: made from its name, it is
+    one full length per example, not a feature tensor."""
+    from unitcheck.hf import build
+
+    _, inputs = build("xlm", device="meta")
+    assert inputs["lengths"].shape == (2,) and int(inputs["lengths"].max()) == inputs["input_ids"].shape[1]
+
+
+def test_patch_rows_become_patch_images_for_a_conv_patch_embedding() -> None:
+    """Kimi-K2.5's vision tower embeds patches with a conv: rows of 3 * 8 * 8 values are remade as
+    3 x 8 x 8 patches (only the input the message shows)."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"pixel_values": torch.zeros(32, 192), "grid_thw": torch.ones(2, 3, dtype=torch.long)}
+    why = "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [32, 192]"
+    assert _reshaped(why, inputs) == [("pixel_values", (32, 3, 8, 8))]
+    assert _reshaped(why.replace("[32, 192]", "[32, 190]"), inputs) == []
+
+
+@needs_hf
+@pytest.mark.slow
+def test_a_real_run_decides_between_layouts_fake_tensors_cannot() -> None:
+    """WavTokenizer's padding branches on values, so every waveform layout stops there on fake
+    tensors; a real run of the small model on the CPU rejects the flat waveform (its first conv
+    wants a channel axis) and picks the layout with one."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("wavtokenizer", device="meta", info=info)
+    assert info[0].layout == "input_values (channels)" and inputs["input_values"].dim() == 3, info[0].tried[:2]
+    assert any("on real values" in t for t in info[0].tried)
+
+
+def test_a_real_runs_matmul_message_reshapes_like_the_fake_one() -> None:
+    """On real tensors a projection's mismatch reads "mat1 and mat2 shapes cannot be multiplied
+    (32x192 and 384x64)" (Muse Glimmer's patch rows lack the temporal patch): rows as wide as the
+    projection's in-features."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"pixel_values": torch.zeros(32, 192), "grid_thw": torch.ones(2, 3, dtype=torch.long)}
+    why = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x192 and 384x64)"
+    assert _reshaped(why, inputs) == [("pixel_values", (32, 384))]
+
+
+@needs_hf
+def test_a_real_run_failure_reshapes_the_input_it_shows() -> None:
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("muse_glimmer_vision", device="meta", info=info)
+    assert "(pixel_values as [32, 384])" in info[0].layout and inputs["pixel_values"].shape == (32, 384)
+
+
+@needs_hf
+def test_a_qualified_hidden_size_follows_the_config_whose_width_it_is() -> None:
+    """BLT's local encoder and decoder read ``hidden_size_global``, the global transformer's width:
+    it shrinks with that config's ``hidden_size`` (its patch projection was 2048 wide otherwise)."""
+    from unitcheck.hf import make_config
+
+    cfg = make_config("blt")
+    assert cfg.encoder_config.hidden_size_global == cfg.decoder_config.hidden_size_global == cfg.global_config.hidden_size
+
+
+@needs_hf
+def test_an_image_attention_mask_has_one_column_per_image() -> None:
+    """IDEFICS takes several images per example, ``(batch, images, C, H, W)``, and reads the
+    number of images from its ``image_attention_mask`` (batch, text length, images)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("idefics", device="meta", info=info)
+    assert info[0].probed, info[0].tried[:2]
+    images = inputs["pixel_values"].shape[1]
+    assert inputs["image_attention_mask"].shape == (2, inputs["input_ids"].shape[1], images)
+
+
+@needs_hf
+def test_patch_rows_come_with_their_grid_positions_where_the_forward_requires_them() -> None:
+    """Gemma 4's vision tower projects patch rows and looks up each patch's (x, y) position."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("gemma4_vision", device="meta", info=info)
+    assert info[0].probed and info[0].layout == "patches+pixel_position_ids", info[0].tried[:2]
+    rows, pos = inputs["pixel_values"], inputs["pixel_position_ids"]
+    assert rows.dim() == 3 and pos.shape == (*rows.shape[:2], 2) and pos.dtype == torch.long
+
+
+@needs_hf
+def test_an_optional_argument_a_real_run_names_is_made_from_its_name() -> None:
+    """UDOP's fake-tensor probe stops at a branch on values before it reads ``bbox``; its real run
+    fails on the missing boxes, and names them."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("udop", device="meta", info=info)
+    assert "bbox" in inputs and info[0].layout.endswith("+bbox"), (info[0].layout, info[0].tried[:2])

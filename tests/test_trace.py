@@ -262,3 +262,23 @@ def test_a_model_that_fails_on_real_values_says_so_first() -> None:
     assert msg.startswith("cannot trace _BrokenAfterBranch: run on real values, the model itself fails: RuntimeError")
     assert "test_trace.py" in msg and "torch.ones(3, 3)" in msg
     assert "data-dependent branch" in msg  # where export stopped, after it
+
+
+def test_values_read_from_a_tensor_made_on_meta_inside_forward_send_the_model_to_a_cpu_copy() -> None:
+    """Step3p7's vision code builds a small tensor on the input's device and reads it with
+    ``.tolist()``: on meta that tensor has no storage ("unallocated storage"), a limit of the meta
+    device like a device mismatch, so the model is traced on a CPU copy."""
+
+    class ReadsSizes(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            sizes = torch.tensor([1, 2], device=x.device)
+            return self.lin(x)[:, : sum(int(a) for a in sizes.tolist())]
+
+    with torch.device("meta"):
+        model = ReadsSizes()
+    tg = trace(model, to_meta({"x": torch.randn(2, 4)}))
+    assert any("unallocated storage" in n and "CPU" in n for n in tg.notes), tg.notes

@@ -278,8 +278,9 @@ def _keep_layers(values: list[Any], n: int) -> list[int]:
     return sorted(keep)
 
 
-def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
-    """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts)."""
+def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, Any]:
+    """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts;
+    ``nested``: ``cfg`` is one, whose layers its parent may name)."""
     plan = shrink.plan
     declared = _declared(type(cfg))
     values = {k: v for k in declared if (v := _get(cfg, k, _SAME)) is not _SAME}
@@ -316,6 +317,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
     # per-layer lists: keep one layer of each kind, the same layers in every list
     layer = _layer_count(cfg)
     keep: list[int] | None = None
+    stages: list[int] | None = None
     if plan.layers and layer and layer[1] > SMALL_DEFAULTS["layers"]:
         n0 = layer[1]
         # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
@@ -325,6 +327,17 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         for k in per_layer:
             keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
         keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 8))]
+        outs = values.get("out_indices", values.get("_out_indices"))
+        if _int_list(outs) and _get(cfg, "stage_names") and len(keep) < max(outs) <= n0:
+            # a backbone (one stage per layer) whose outputs name stages the shrunk stack lacks: the
+            # outputs follow the shrink where they stay distinct stages (DINOv2's last layer) and no
+            # parent config names its layers, else it keeps as many layers as its last output
+            # (LW-DETR reads stages 2, 4, 5 and 9; DepthPro's parent hooks layers 5 and 11)
+            mapped = [round(x * len(keep) / n0) for x in outs]
+            if not nested and len(set(mapped)) == len(mapped) and min(mapped) >= 1:
+                stages = mapped
+            else:
+                keep = sorted(set(keep) | set(range(max(outs))))
     else:
         per_layer = []
     n_layers = len(keep) if keep is not None else None
@@ -334,16 +347,18 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
         if key in subs:
             if value is not None:
                 sub = _without_timm(subs[key])
-                kw = shrink_kwargs(sub, shrink)
+                kw = shrink_kwargs(sub, shrink, nested=True)
                 kw["model_type"] = getattr(sub, "model_type", "")
                 out[key] = kw
             continue
         if key in ("use_timm_backbone", "use_pretrained_backbone") and value:
             out[key] = False  # a backbone from transformers itself, random weights: no timm, no download
             continue
-        if value is None and key in ("image_token_id", "image_token_index") and plan.vocab:
-            # image-text models whose default leaves the placeholder token unset (BLIP-2)
-            out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000, shrink)
+        if value is None and key in ("image_token_id", "image_token_index", "video_token_id", "video_token_index") \
+                and plan.vocab:
+            # image-text models whose default leaves the placeholder token unset (BLIP-2, InstructBLIP-Video):
+            # a slot of its own at the top of the vocabulary, one for images and one for videos
+            out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000 + ("video" in key), shrink)
             continue
         if value is None and key == "prediction_length":
             out[key] = 8  # forecasting configs leave the horizon unset and refuse to build without one
@@ -370,6 +385,9 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink) -> dict[str, Any]:
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         if new is not _SAME:
             out[key] = new
+    if stages is not None and layer is not None and out.get(layer[0]) == n_layers:
+        # only where the stack really shrank (Swin's derived stage count stays at four)
+        out["out_indices"], out["out_features"] = stages, [f"stage{i}" for i in stages]
     if plan.widths:
         _rescale_rope_sections(values, out, new_heads)
     return out
@@ -525,6 +543,10 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
     width_like = low in _WIDTH_EXACT or (low.endswith(_WIDTH_SUFFIX + ("_channels",)) and not low.endswith(_HEAD_DIM_SUFFIX))
+    if _is_int(value) and value in shrink.widths and "hidden_size" in low and not width_like:
+        # a hidden size named with a qualifier after it (BLT's ``hidden_size_global``): it is the
+        # width of another config of the tree, and follows it
+        return shrink.widths[value]
     if width_like and _is_int(value) and value >= 16:
         if value in shrink.widths:
             return shrink.widths[value]
@@ -577,6 +599,46 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
         target[key] = check_override(f"hf:{model_type}", dotted, value, getattr(node, key, None), declared)
 
 
+# Per-type values for fields a default config leaves unset although its model code cannot run
+# without them, where no general rule can choose the value (checkpoints always set them). Applied
+# under every plan, before ``--set`` overrides; keys as ``--set`` spells them.
+_KNOWN_GAPS: dict[str, dict[str, Any]] = {
+    # attention clamps q, k, v to +-clip_qkv unconditionally (clamp with both bounds None raises)
+    "dbrx": {"attn_config.clip_qkv": 8.0},
+    # no projector scale, so no feature level reaches the encoder (checkpoints use [1.0] or [2.0, 0.5])
+    "lw_detr": {"projector_scale_factors": [1.0]},
+    # its distilling conv halves the sequence between encoder layers, but under torch.export the
+    # encoder's mask is built once at the input length, so the second layer rejects it: no distilling
+    "informer": {"distil": False},
+    # its indexed-attention layers size their token indexer from five fields the default leaves
+    # unset (the class validates them together: one key head, a budget divisible by the ratio)
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 32,
+                       "indexer_budget": 8, "indexer_compress_ratio": 4},
+    # its head concatenates all six bridge outputs of its backbone, whose default returns the last only
+    "uvdoc": {"backbone_config.out_indices": [1, 2, 3, 4, 5, 6],
+              "backbone_config.out_features": [f"stage{i}" for i in range(1, 7)]},
+    # its text model builds a sliding-window mask whatever its layer types are, and the default
+    # leaves the window unset
+    "step3p7": {"text_config.sliding_window": 8},
+    "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
+                  "text_config.indexer_head_dim": 32, "text_config.indexer_budget": 8,
+                  "text_config.indexer_compress_ratio": 4},
+}
+
+
+def _fill_gaps(kwargs: dict[str, Any], cfg: Any, model_type: str) -> None:
+    for dotted, value in _KNOWN_GAPS.get(model_type, {}).items():
+        *path, key = dotted.split(".")
+        target, node = kwargs, cfg
+        for part in path:
+            node = _get(node, part)
+            if node is None:
+                break
+            target = target.setdefault(part, {"model_type": getattr(node, "model_type", "")})
+        else:
+            target[key] = value
+
+
 def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, plan: Plan = PLANS[0]) -> Any:
     """The model type's config, shrunk by ``plan``, with ``overrides`` applied on top."""
     _transformers()
@@ -593,6 +655,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     kwargs = shrink_kwargs(base, _Shrink(plan, widths)) if plan.name != "default" else {}
     if "use_cache" in _declared(cls) or hasattr(base, "use_cache"):
         kwargs["use_cache"] = False
+    _fill_gaps(kwargs, base, model_type)
     _apply_overrides(kwargs, base, overrides or {}, model_type)
     try:
         cfg = cls(**kwargs)
@@ -832,6 +895,14 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     required = _required_params(model)
     if {"grid_thw", "image_grid_thw"} & required:
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
+    if "pixel_position_ids" in required and "pixel_values" in params:
+        # patch rows with each patch's (x, y) in the grid (Gemma 4's vision tower)
+        rows = _patches_with_shapes(cfg, batch, g)
+        side = int(rows["spatial_shapes"][0, 0])
+        ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+        grid = torch.stack([xs.flatten(), ys.flatten()], dim=-1)
+        layouts.insert(0, ("patches+pixel_position_ids", {"pixel_values": rows["pixel_values"],
+                                                          "pixel_position_ids": grid.expand(batch, -1, -1).clone()}))
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
     elif "spatial_shapes" in params and "pixel_values" in params:  # optional: after the plain image
@@ -841,7 +912,10 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
+    slot = _main_slot(model, main, params, required)
     for name, inputs in layouts:
+        if slot is not None and main in inputs:
+            inputs[slot] = inputs.pop(main)
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _by_name(cfg, inputs, required, ids, batch, g)
@@ -934,7 +1008,8 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
     for name in sorted(required - set(inputs)):
         if name.endswith("mask"):
             continue
-        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input"):
+        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
+                name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             inputs[name] = ids.clone()
         elif "length" in name:
             inputs[name] = torch.full((batch,), seq, dtype=torch.long)
@@ -943,6 +1018,20 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
+
+
+def _main_slot(model: nn.Module, main: str, params: set[str], required: set[str]) -> str | None:
+    """Where the main input goes when the forward has no parameter of that name: its first
+    required parameter (a codec's encoder inherits ``main_input_name = "input_values"`` but takes
+    ``hidden_states``), so the waveform is not swallowed by ``**kwargs`` while a made-up tensor
+    fills the real argument."""
+    if main in params:
+        return None
+    try:
+        order = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    return next((p for p in order if p in required and not p.endswith("mask")), None)
 
 
 def _required_params(model: nn.Module) -> set[str]:
@@ -1121,6 +1210,25 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     return None
 
 
+_REAL_RUN_PARAMETERS = 20_000_000  # larger candidates are left to the tracer's own real run
+
+
+def _real_run(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int, meta: nn.Module) -> str | None:
+    """None when the model, built on the CPU, runs ``inputs`` (or is too large to try), else why
+    not: the check for candidates whose fake-tensor probe stopped at a branch on values."""
+    if sum(p.numel() for p in meta.parameters()) > _REAL_RUN_PARAMETERS:
+        return None
+    try:
+        torch.manual_seed(seed)
+        model = _instantiate(tf, head, cfg).eval()
+        with torch.no_grad():
+            model(**inputs)
+    except Exception as err:
+        line = _model_line(err)
+        return _short(err, 200) + (f" [at: {line}]" if line else "")
+    return None
+
+
 def _model_line(err: BaseException) -> str:
     """The line of model code that raised (it names the argument a ``NoneType`` error is about)."""
     import traceback
@@ -1153,7 +1261,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
                   seed: int) -> dict[str, Any]:
     """Inputs made from their names, sized by the config field named after them where there is
     one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
-    ``encoder_hidden_size``): boxes, positions, masks, ids and time steps, then features."""
+    ``encoder_hidden_size``): boxes, positions, masks, lengths, ids and time steps, then features."""
     g = torch.Generator().manual_seed(seed + 1)
     ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
     n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
@@ -1177,8 +1285,13 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         if low in ("bbox", "boxes", "bboxes"):
             lo = torch.randint(0, 500, (batch, n, 2), generator=g)
             out[name] = torch.cat([lo, lo + torch.randint(1, 500, (batch, n, 2), generator=g)], dim=-1)
+        elif low == "image_attention_mask" and isinstance(images := inputs.get("pixel_values"), torch.Tensor) \
+                and images.dim() == 5:  # IDEFICS: which of each example's images every text position sees
+            out[name] = torch.ones(batch, n, images.shape[1], dtype=torch.long)
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
+        elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
+            out[name] = torch.full((batch,), n, dtype=torch.long)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
             out[name] = torch.zeros(batch, n, dtype=torch.long)
         elif low.endswith("_pos") or low.endswith("positions"):
@@ -1232,28 +1345,77 @@ class _Choice:
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
 
 _CONV_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
+_BROADCAST = re.compile(r"Attempting to broadcast a dimension of length \d+ at -\d+! Mismatching argument at index \d+ "
+                        r"had torch.Size\(\[([\d, ]*)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]")
+_CONV_RANK = re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d, but got input of size: "
+                        r"\[(\d+), (\d+)\]")
+_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size|"
+                        r"[Ii]mage size \S+ is too small")
+_NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
+                         r"torch.Size\(\[([\d, ]+)\]\)")
+_MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
 def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
-    """Shapes for a float input that a probe failure in the layer reading it asks for: a conv's
+    """Shapes for an input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
-    projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as patch rows too).
-    Only an input whose shape the message shows is changed, so layers deeper in the model (whose
-    sizes the config ties) are never guessed at."""
+    layer norm's "normalized_shape=[8] ... got input of size [2, 16, 64]" (features as wide), a
+    broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3,
+    64, 64]": the input's trailing dims become that tensor's; ids too, Kyutai's one column per
+    codebook offset), a projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as
+    patch rows too), a conv patch embedding given patch rows (each row as a c x p x p patch). Only an input whose shape the message shows (give or take the few steps a conv
+    pads its input by) is changed, so layers deeper in the model (whose sizes the config ties) are
+    never guessed at; the one exception is a pooling or patching window larger than what is left
+    of the image, which asks for a larger image."""
     floats = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
     out: list[tuple[str, tuple[int, ...]]] = []
     m = _CONV_CHANNELS.search(why)
     if m:
         shape, want = tuple(int(x) for x in m.group(1).split(",")), int(m.group(2))
-        for name in [k for k, v in floats.items() if tuple(v.shape) == shape and len(shape) >= 3]:
-            if shape[-1] == want:
-                out.append((name, (shape[0], want, *shape[1:-1])))
-            out.append((name, (shape[0], want, *shape[2:])))
-    m = _REDUCTION.search(why)
+        for name, v in floats.items():
+            if len(shape) < 3 or v.dim() != len(shape) or tuple(v.shape[:-1]) != shape[:-1]:
+                continue
+            if v.shape[-1] != shape[-1] and not 0 < shape[-1] - v.shape[-1] <= 16:
+                continue  # the same input, padded by the conv first (a causal conv's left context)
+            dims = tuple(int(x) for x in v.shape)
+            if dims[-1] == want:
+                out.append((name, (dims[0], want, *dims[1:-1])))
+            out.append((name, (dims[0], want, *dims[2:])))
+    m = _BROADCAST.search(why)
+    if m:
+        other, shape = (tuple(int(x) for x in g.split(",") if x.strip()) for g in m.group(1, 2))
+        wants = [(*shape[: len(shape) - len(other)], *other)] if 0 < len(other) <= len(shape) else []
+        if len(other) == 1:
+            wants.append((*shape, *other))  # one more axis (Kyutai's ids: one column per codebook)
+        out.extend((name, want) for want in wants for name, v in inputs.items()
+                   if isinstance(v, torch.Tensor) and tuple(v.shape) == shape and want != shape)
+    m = _CONV_RANK.search(why)
+    if m:
+        # patch rows (n, c * p * p) where a conv patch embedding wants patch images (n, c, p, p)
+        rows, feats = int(m.group(1)), int(m.group(2))
+        for name, v in floats.items():
+            if tuple(v.shape) == (rows, feats):
+                for c in (3, 1):
+                    p = round((feats / c) ** 0.5)
+                    if c * p * p == feats:
+                        out.append((name, (rows, c, p, p)))
+                        break
+    if _TOO_SMALL.search(why):
+        # a pooling or patching layer deep in the model left with less than its window: a larger
+        # image, twice and four times the side (the shrunk config does not tie the image size)
+        for name, v in floats.items():
+            if v.dim() == 4 and v.shape[1] <= 4:
+                out.extend((name, (*v.shape[:2], v.shape[2] * k, v.shape[3] * k)) for k in (2, 4))
+    m = _NORMALIZED.search(why)
+    if m:
+        want, shape = int(m.group(1)), tuple(int(x) for x in m.group(2).split(","))
+        out.extend((name, (*shape[:-1], want)) for name, v in floats.items() if tuple(v.shape) == shape)
+    m = _REDUCTION.search(why) or _MAT1_MAT2.search(why)  # the fake-tensor and the real-run wording
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        for name, v in [(k, v) for k, v in floats.items() if v.shape[-1] == have and v.numel() == rows * have]:
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2}
+        for name, v in [(k, v) for k, v in tensors.items() if v.shape[-1] == have and v.numel() == rows * have]:
             out.append((name, (*v.shape[:-1], want)))
             if v.dim() > 3:  # an image read as patch rows: (batch, patches, features)
                 out.append((name, (v.shape[0], rows // v.shape[0], want)))
@@ -1264,7 +1426,11 @@ def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, 
     g = torch.Generator().manual_seed(seed)
     out = dict(inputs)
     for name, shape in shaped:
-        out[name] = torch.randn(shape, generator=g, dtype=out[name].dtype)
+        old = out[name]
+        if old.is_floating_point():
+            out[name] = torch.randn(shape, generator=g, dtype=old.dtype)
+        else:  # ids keep their range
+            out[name] = torch.randint(0, max(2, int(old.max()) + 1), shape, generator=g, dtype=old.dtype)
     return out
 
 
@@ -1279,7 +1445,24 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
 
     Multimodal rotary code reads ``rope_parameters.get("mrope_section", [8, 12, 12])``: a default
     written for the checkpoint's rotary dim, which the default config (and any smaller one) does
-    not have. The split sizes the model asked for are scaled to the rotary dim it has."""
+    not have. The split sizes the model asked for are scaled to the rotary dim it has; sections
+    left unset get three. Position ids counted from an unset padding id get one."""
+    if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
+        # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
+        return tuple((path, "pad_token_id", 1, "pad_token_id (unset)") for path, c in _paths(cfg)
+                     if hasattr(c, "pad_token_id") and _get(c, "pad_token_id") is None)
+    if "NoneType" in why and "mrope_section" in why:
+        # multimodal rotary code that reads its sections from a config that leaves them unset: the
+        # rotary half split over (time, height, width)
+        unset: list[Fix] = []
+        for path, c in _paths(cfg):
+            rope, heads, width = _get(c, "rope_parameters"), _get(c, "num_attention_heads"), _main_width(c)
+            head = _get(c, "head_dim") or (width // heads if width and _is_int(heads) and heads else None)
+            if isinstance(rope, dict) and rope.get("mrope_section") is None and _is_int(head) and head >= 12:
+                third = head // 2 // 3
+                unset.append((path, "rope_parameters", {**rope, "mrope_section": [head // 2 - 2 * third, third, third]},
+                              "rope_parameters.mrope_section (unset)"))
+        return tuple(unset)
     m = re.search(r"split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]", why)
     if not m:
         return ()
@@ -1294,6 +1477,94 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
         if isinstance(rope, dict) and rope.get("mrope_section") != scaled:
             fixes.append((path, "rope_parameters", {**rope, "mrope_section": scaled}, "rope_parameters.mrope_section"))
     return tuple(fixes)
+
+
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_CONFIG_LIST = re.compile(r"config\.(\w+)\s*\[")
+_LITERAL = re.compile(r"""[!=]=\s*["'](\w+)["']""")
+
+
+def _known_value(cfg: Any, owner: Any, name: str) -> Any:
+    """A value for a field ``owner`` lacks: the nearest config in the tree that has it, a rotary
+    parameter of that name, else the default a config class of the same model module declares
+    (T5Gemma2's encoder sub-config reads the ``dropout_rate`` only its parent declares)."""
+    import sys
+
+    for _, c in _paths(cfg):
+        v = _get(c, name, _SAME)
+        if c is not owner and v is not _SAME and v is not None:
+            return v
+    for _, c in _paths(cfg):
+        rope = _get(c, "rope_parameters")
+        if isinstance(rope, dict) and rope.get(name) is not None:
+            return rope[name]
+    module = sys.modules.get(type(owner).__module__)
+    for obj in vars(module).values() if module else ():
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+            v = _declared(obj).get(name, dataclasses.MISSING)
+            if v is not dataclasses.MISSING and v is not None and v != "<factory>":
+                return v
+    return _SAME
+
+
+def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
+    """Config changes that let a model class be instantiated from a default config that its own
+    code cannot read (transformers ships configs whose checkpoints set what the default leaves out):
+
+    - a sub-config without a field the model reads: the value from elsewhere in the config tree;
+    - per-layer-type rotary parameters looked up by a layer type the flat (or empty) dict lacks:
+      one default rotary entry per layer type;
+    - a per-layer list left None (``layer_types``, ``mlp_layer_types``): one entry per layer, the
+      standard ``full_attention`` or the kind the failing line compares against."""
+    text = f"{type(err).__name__}: {err}"
+    m = _NO_ATTRIBUTE.search(text)
+    if isinstance(err, AttributeError) and m:
+        cls_name, name = m.groups()
+        for path, c in _paths(cfg):
+            if type(c).__name__ == cls_name:
+                value = _known_value(cfg, c, name)
+                return () if value is _SAME else ((path, name, value, f"{name} (missing)"),)
+        return ()
+    if isinstance(err, KeyError) and err.args and isinstance(err.args[0], str):
+        kind = err.args[0]
+        for path, c in _paths(cfg):
+            types = _get(c, "layer_types")
+            rope = _get(c, "rope_parameters")
+            if isinstance(types, (list, tuple)) and kind in types and isinstance(rope, dict) and kind not in rope:
+                theta = rope.get("rope_theta") or getattr(type(c), "default_theta", None) or 10000.0
+                flat = {k: v for k, v in rope.items() if not isinstance(v, dict)}
+                entry = {**flat, "rope_type": "default", "rope_theta": theta}
+                nested = {t: entry for t in dict.fromkeys(types)}
+                return ((path, "rope_parameters", nested, "rope_parameters per layer type"),)
+        return ()
+    if isinstance(err, TypeError) and "NoneType" in text:
+        line = _model_line(err)
+        for name in _CONFIG_LIST.findall(line):
+            if not name.endswith("layer_types"):
+                continue
+            for path, c in _paths(cfg):
+                layers = _layer_count(c)
+                if hasattr(c, name) and _get(c, name) is None and layers:
+                    lit = _LITERAL.search(line)
+                    kind = "full_attention" if name == "layer_types" or lit is None else lit.group(1)
+                    return ((path, name, [kind] * layers[1], f"{name} (unset)"),)
+    return ()
+
+
+def _instantiate_repaired(tf: Any, head: str, cfg: Any, seed: int) -> tuple[nn.Module, tuple[Fix, ...]]:
+    """The model on the meta device, with the config repairs its constructor's failures ask for."""
+    fixes: tuple[Fix, ...] = ()
+    for _ in range(4):
+        try:
+            with torch.device("meta"):
+                torch.manual_seed(seed)
+                return _instantiate(tf, head, _apply_fixes(cfg, fixes)), fixes
+        except Exception as err:
+            more = _repair_build(_apply_fixes(cfg, fixes), err)
+            if not more or all(f in fixes for f in more):
+                raise
+            fixes = (*fixes, *more)
+    raise HFError(f"{head}: too many config repairs")
 
 
 def _apply_fixes(cfg: Any, fixes: tuple[Fix, ...]) -> Any:
@@ -1329,8 +1600,13 @@ def _for_class(cls: type, cfg: Any) -> Any:
 def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
     cls = getattr(tf, head)
     cfg = _for_class(cls, cfg)
-    model = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
-    return model  # type: ignore[no-any-return]
+    model: nn.Module = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
+    meta = torch.empty(0).device.type == "meta"  # built under torch.device("meta")
+    if meta and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
+        # the legacy ``torch.Tensor(n, d)`` constructor ignores the device context (OneFormer's
+        # level embedding, LW-DETR's layer scales): a CPU parameter in a meta model
+        model.to("meta")
+    return model
 
 
 def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int, seed: int) -> _Choice:
@@ -1356,6 +1632,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
     limited: _Choice | None = None
+    stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -1366,15 +1643,15 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
             config_errors.append(str(err))
             tried.append(f"{plan.name}: {err}")
             continue
+        plain_cfg = cfg
         for task, head, labels in heads:
             try:
-                with torch.device("meta"):
-                    torch.manual_seed(seed)
-                    model = _instantiate(tf, head, cfg)
+                model, built = _instantiate_repaired(tf, head, plain_cfg, seed)
                 model.eval()
             except Exception as err:
                 tried.append(f"{plan.name}/{head}: build: {_short(err, 160)}")
                 continue
+            cfg = _apply_fixes(plain_cfg, built)
             try:
                 _default_language(model, cfg)
                 layouts = _input_layouts(model, _for_class(type(model), cfg), labels, batch, seq, seed)
@@ -1383,7 +1660,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = _Choice(plan, task, head, layout, False, tried)
+                    first = _Choice(plan, task, head, layout, False, tried, built)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 why = _probe(model, inputs)
@@ -1395,7 +1672,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                             repaired = _instantiate(tf, head, _apply_fixes(cfg, fixes))
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
-                            choice = _Choice(plan, task, head, layout, True, tried, fixes)
+                            choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes))
                             _CHOICES[key] = choice
                             return choice
                     except Exception as err:
@@ -1416,10 +1693,32 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     if best is None:
                         break
                     shaped, current, why = best
-                if why is not None and limited is None and any(k in why for k in _PROBE_LIMITS):
-                    limited = _Choice(plan, task, head, layout, False, tried, (), tuple(named), shaped)  # export may manage it
+                same_inputs = stopped is None or (stopped[1] == frozenset(inputs) and stopped[0].head == head)
+                if why is not None and limited is None and same_inputs and any(k in why for k in _PROBE_LIMITS):
+                    # export may manage it; where fake tensors cannot decide, a real run decides
+                    # between layouts of the same inputs (a waveform with or without its channel
+                    # axis); the first such candidate stays the choice if no real run passes, so a
+                    # real-run failure never trades inputs away (GLM-5-Next keeps its image)
+                    if stopped is None:
+                        stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped),
+                                   frozenset(inputs))
+                    real = _real_run(tf, head, cfg, current, seed, model)
+                    for o in _reshaped(real or "", current):  # the real run's error shows an input's shape
+                        remade = _with_shapes(current, (o,), seed)
+                        if _real_run(tf, head, cfg, remade, seed, model) is None:
+                            shaped, current, real = (*shaped, o), remade, None
+                            break
+                    asked = _asked_for(model, current, real) if real is not None else []
+                    if asked:  # the real run's error names an optional argument (UDOP's bbox)
+                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed)}
+                        if _real_run(tf, head, cfg, remade, seed, model) is None:
+                            named, current, real = [*named, *asked], remade, None
+                    if real is None:
+                        limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)
+                    else:
+                        why = f"{why}; on real values: {real}"
                 if why is None:
-                    choice = _Choice(plan, task, head, layout, True, tried, (), tuple(named), shaped)
+                    choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped)
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
@@ -1441,7 +1740,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         if missing:
             why = f"its model class needs the {missing.group(1)} library, which is not installed"
         raise HFError(f"cannot build {model_type} on CPU from its config: {why}")
-    _CHOICES[key] = limited or first
+    _CHOICES[key] = limited or (stopped[0] if stopped else None) or first
     return _CHOICES[key]
 
 

@@ -565,7 +565,7 @@ def to_meta(inputs: Any) -> Any:
     return pytree.tree_map(move, inputs)
 
 
-_META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch",
+_META_LIMITS = ("meta and cpu", "cpu and meta", "on the meta device", "meta tensor", "devicemismatch", "unallocated storage",
                 "expected device meta", "same device")
 _MATERIALISE_LIMIT = 2 << 30  # bytes of weights a CPU copy may allocate
 
