@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -94,7 +96,15 @@ def _quiet() -> Iterator[None]:
 def _transformers() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        import transformers
+        with _quiet():
+            import transformers
+
+            # transformers imports torchao (where installed) with its auto mappings; torchao's
+            # import logs a warning for every kernel library this build cannot load, which would
+            # turn a one-line error into several
+            if importlib.util.find_spec("torchao") is not None:
+                with contextlib.suppress(Exception):
+                    importlib.import_module("torchao")
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise HFError("hf: models need the 'hf' extra: pip install 'unitcheck[hf]'") from err
     return transformers
