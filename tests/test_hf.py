@@ -33,7 +33,8 @@ def test_inference_coverage_and_oracle(arch: str) -> None:
     res = oracle.verify(model, inputs)
     assert res.disagreements == [], [str(d) for d in res.disagreements[:5]]
     assert res.checked == res.agreed and res.violations == res.confirmed
-    assert res.checked + res.violations + len(res.unchecked) == res.float_nodes
+    assert res.checked + res.violations + len(res.unchecked) + len(res.unexercised) == res.float_nodes
+    assert not res.unexercised  # text models: every violation is exercised by their text
     assert not res.unchecked or ug.coverage < 1.0
     assert res.global_checked == res.global_agreed and res.global_checked > 0
 

@@ -16,7 +16,7 @@ import torch.fx as fx
 from torch.fx.node import map_arg
 from torch.utils import _pytree as pytree
 
-from ..fxutil import float_tensors, op_name
+from ..fxutil import base_name, float_tensors, op_name
 from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
@@ -111,14 +111,21 @@ def local_mode(ug: UnitGraph, env: Env, res: OracleResult, rng: random.Random) -
 
 def _unexercised(node: fx.Node, env: Env) -> bool:
     """Do the example's values leave the node's mixing unexercised? An empty float tensor going in
-    or out, or a mask that is all True or all False (the image or audio part of a multimodal
-    model given text only, a ``where`` whose branch is never taken): only one operand reaches
-    the output, so a violation there can be neither confirmed nor refuted on these values."""
+    or out, or, for an op that selects by mask, a mask that is all True or all False (the image or
+    audio part of a multimodal model given text only, a ``where`` whose branch is never taken):
+    only one operand reaches the output, so a violation there can be neither confirmed nor
+    refuted on these values."""
     values = [env.get(p) for p in node.all_input_nodes] + [env.get(node)]
     if any(t.numel() == 0 for v in values for t in float_tensors(v)):
         return True
+    if base_name(node).rstrip("_") not in _SELECTING:
+        return False  # an attention mask of all True still lets every operand through
     masks = [v for v in values[:-1] if isinstance(v, torch.Tensor) and v.dtype == torch.bool and v.numel() > 0]
     return any(bool(m.all()) or not bool(m.any()) for m in masks)
+
+
+# ops whose boolean argument chooses which operand each element comes from
+_SELECTING = {"where", "masked_fill", "masked_scatter", "index_put", "_unsafe_index_put", "masked_select"}
 
 
 def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2: Mapping[str, float]) -> bool:
