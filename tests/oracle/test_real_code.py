@@ -539,3 +539,33 @@ def test_a_bound_is_confirmed_by_inputs_that_straddle_it() -> None:
     res = oracle.verify(SplineBounds(), torch.randn(2, 4) * 0.1)
     assert res.ok, [str(d) for d in res.disagreements]
     assert res.violations == res.confirmed == 2
+
+
+class TextOnlyExample(nn.Module):
+    """A speech model given text only: the audio tower's output is placed at no position
+    (``masked_scatter`` with an all-False mask), so its weights do not move the loss, whatever
+    violations the tower holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(8, 4)
+        self.audio = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 8)
+
+    def forward(self, ids: torch.Tensor, audio: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        h = self.emb(ids)
+        feats = torch.tanh(self.audio(audio))  # UC202 inside the tower
+        h = h.masked_scatter((ids == 7).unsqueeze(-1), feats)
+        h = h / h.norm()  # one norm over all rows: where rows mix, their scales do too
+        return F.cross_entropy(self.head(h).flatten(0, 1), labels)
+
+
+def test_a_tower_the_example_never_places_is_gauge() -> None:
+    ids, labels = torch.tensor([[1, 2, 3, 4]]), torch.tensor([1, 2, 3, 4])
+    res = oracle.verify(TextOnlyExample(), (ids, torch.randn(4, 4), labels), with_fingerprint=True)
+    assert res.ok, [str(d) for d in res.disagreements]
+    tower = [r for r in res.fingerprint or [] if "audio" in r.generator]
+    assert tower and all(r.predicted_gauge and r.match for r in tower), tower
+    placed = oracle.verify(TextOnlyExample(), (torch.tensor([[1, 7, 3, 7]]), torch.randn(4, 4), labels),
+                           with_fingerprint=True)
+    assert placed.ok and any(not r.predicted_gauge for r in placed.fingerprint or [] if "audio" in r.generator)

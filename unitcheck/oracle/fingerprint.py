@@ -31,6 +31,7 @@ from ..unitgraph import UnitGraph
 from ..units import Unit
 from .global_ import scaled_leaves
 from .interp import run_graph, run_with_grads, scale, seeded
+from .local import live_inputs, unexercised
 from .result import Disagreement, FingerprintRow, OracleError
 
 __all__ = ["fingerprint_graph", "fingerprint_checked"]
@@ -38,27 +39,28 @@ __all__ = ["fingerprint_graph", "fingerprint_checked"]
 EPS64 = torch.finfo(torch.float64).eps
 
 
-def _feeding(node: fx.Node) -> set[fx.Node]:
-    """The node and every node it is computed from."""
+def _feeding(node: fx.Node, env: Mapping[fx.Node, Any]) -> set[fx.Node]:
+    """The node and every node whose value reaches it on this run (see :func:`live_inputs`)."""
     seen, stack = {node}, [node]
     while stack:
-        for p in stack.pop().all_input_nodes:
+        for p in live_inputs(stack.pop(), env):
             if p not in seen:
                 seen.add(p)
                 stack.append(p)
     return seen
 
 
-def _consumed(ug: UnitGraph) -> set[str]:
+def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any]) -> set[str]:
     """Generators that some violation or unknown op on the way to the loss consumed: their
     direction reaches the loss through an op that is not equivariant (or not known to be). A
-    violation in an output the loss does not read (an unused pooling head) changes nothing."""
-    reach = _feeding(ug.loss_node) if ug.loss_node is not None else None
+    violation in an output the loss does not read (an unused pooling head), or in a part of the
+    model these inputs leave out (an image tower whose features a text-only example never
+    places, the selection that places them: see :func:`unexercised`), changes nothing."""
     out: set[str] = set()
     for v in ug.violations:
-        if reach is not None and ug.node(v.node) not in reach:
-            continue
-        out.update(v.extra.get("consumed", ()))
+        node = ug.node(v.node)
+        if node in reach and not (node.op != "output" and unexercised(node, env)):
+            out.update(v.extra.get("consumed", ()))
     return out
 
 
@@ -139,7 +141,8 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         raise OracleError("the model's loss does not depend on any float leaf")
     base = float(run.objective.detach())
     grads = {leaf_nodes[n]: gr for n, gr in run.grads.items() if n in leaf_nodes}
-    consumed = _consumed(ug)
+    reach = _feeding(loss_node, run.env)
+    consumed = _consumed(ug, reach, run.env)
     floored = _floor_generators(ug)
     forward_ad = _forward_ad_ok(ug)
     loss_gens = set(ug.loss_unit.generators()) if isinstance(ug.loss_unit, Unit) else set()

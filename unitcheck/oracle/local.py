@@ -33,7 +33,7 @@ from .interp import (
 )
 from .result import Disagreement, OracleResult
 
-__all__ = ["local_mode", "run_alone", "agrees"]
+__all__ = ["local_mode", "run_alone", "agrees", "live_inputs", "unexercised"]
 
 Env = Mapping[fx.Node, Any]
 _CALLS = ("call_function", "call_method", "call_module")
@@ -89,7 +89,7 @@ def local_mode(ug: UnitGraph, env: Env, res: OracleResult, rng: random.Random) -
             continue
         res.float_nodes += 1
         if rec.violation:
-            if _unexercised(node, env):
+            if unexercised(node, env):
                 res.unexercised.append(node.name)
             else:
                 _confirm(ug, node, env, res, g1, g2)
@@ -109,7 +109,7 @@ def local_mode(ug: UnitGraph, env: Env, res: OracleResult, rng: random.Random) -
             _confirm_interface(node, base, scaled, res)
 
 
-def _unexercised(node: fx.Node, env: Env) -> bool:
+def unexercised(node: fx.Node, env: Env) -> bool:
     """Do the example's values leave the node's mixing unexercised? An empty float tensor going in
     or out, or, for an op that selects by mask, a mask that is all True or all False (the image or
     audio part of a multimodal model given text only, a ``where`` whose branch is never taken):
@@ -126,6 +126,34 @@ def _unexercised(node: fx.Node, env: Env) -> bool:
 
 # ops whose boolean argument chooses which operand each element comes from
 _SELECTING = {"where", "masked_fill", "masked_scatter", "index_put", "_unsafe_index_put", "masked_select"}
+
+
+def live_inputs(node: fx.Node, env: Env) -> list[fx.Node]:
+    """The inputs whose values reach the node's output on these values: all of them, less an
+    empty float tensor, and, for an op that selects by a mask that is all True or all False,
+    less the operand it never takes (``masked_scatter(x, none, src)`` is x)."""
+    def empty(p: fx.Node) -> bool:
+        return any(t.numel() == 0 for t in float_tensors(env.get(p)))
+
+    inputs = [p for p in node.all_input_nodes if not empty(p)]
+    name = base_name(node).rstrip("_")
+    if name not in _SELECTING or len(node.args) < 2:
+        return inputs
+    pos = [a for a in node.args if isinstance(a, fx.Node)]
+    mask_node = node.args[0 if name == "where" else 1]
+    if not isinstance(mask_node, fx.Node):
+        return inputs
+    m = env.get(mask_node)
+    if not (isinstance(m, torch.Tensor) and m.dtype == torch.bool and m.numel() > 0):
+        return inputs
+    everywhere, nowhere = bool(m.all()), not bool(m.any())
+    if not (everywhere or nowhere):
+        return inputs
+    # where(mask, a, b); masked_fill/masked_scatter(x, mask, value): the operand never taken
+    taken_when_true = node.args[1] if name == "where" else (node.args[2] if len(node.args) > 2 else None)
+    taken_when_false = node.args[2] if name == "where" else node.args[0]
+    dropped = taken_when_false if everywhere else taken_when_true
+    return [p for p in inputs if p is not dropped or p in pos and pos.count(p) > 1]
 
 
 def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2: Mapping[str, float]) -> bool:
