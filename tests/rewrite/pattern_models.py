@@ -170,3 +170,98 @@ class NormedEmbeddingLM(SplitKeyLM):
 
 def normed_embedding_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(NormedEmbeddingLM)
+
+
+class ParamGatedAttention(CausalSelfAttention):
+    """Output-gated attention (Dory, AXK2): ``y * sigmoid(g.view(B, T, C) * s^2)``, the gate a
+    projection of the input scaled by a parameter, reshaped with the traced sizes."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.gate_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.s_gate = nn.Parameter(torch.ones(cfg.n_embd))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        y = super().forward(x)
+        g = self.gate_proj(x).view(B * T, C).view(B, T, C)
+        return y * torch.sigmoid(g * self.s_gate.square())
+
+
+class BiasedSoftplusMLP(nn.Module):
+    """A Mamba-style step size: ``softplus(dt + dt_bias)`` with a bias parameter added to a
+    projection of the input, scaling a second projection."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.dt_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.dt_bias = nn.Parameter(torch.zeros(cfg.n_embd))
+        self.up = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dt = torch.nn.functional.softplus(self.dt_proj(x) + self.dt_bias)
+        return dt * self.up(x)
+
+
+class ParamGateLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = ParamGatedAttention(cfg)  # type: ignore[assignment]
+        self.mlp = BiasedSoftplusMLP(cfg)  # type: ignore[assignment]
+
+
+def param_gate_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ParamGateLM)
+
+
+class ExplicitMaskedAttention(nn.Module):
+    """Eager attention as GPT-1, CPM-Ant and Flint write it: ``q @ k^T / sqrt(d)`` plus a
+    relative position bias shared by every layer, a causal-mask buffer applied by product
+    (``w * b + -1e4 * (1 - b)``) and a learned sink logit per head joined before the softmax."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.sinks = nn.Parameter(torch.zeros(cfg.n_head))
+        self.register_buffer("b", torch.tril(torch.ones(cfg.block_size, cfg.block_size)).view(
+            1, 1, cfg.block_size, cfg.block_size))
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+        w = torch.matmul(q, k.transpose(-1, -2)) / (C // self.n_head) ** 0.5
+        w = w + bias
+        b = self.b[:, :, :T, :T]
+        w = w * b + -1e4 * (1 - b)
+        sinks = self.sinks.view(1, -1, 1, 1).expand(B, -1, T, 1)
+        w = torch.softmax(torch.cat([w, sinks], dim=-1), dim=-1)[..., :-1]
+        return self.proj(torch.matmul(w, v).transpose(1, 2).reshape(B, T, C))
+
+
+class ExplicitAttentionLM(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.rel = nn.Embedding(2 * cfg.block_size, cfg.n_head)
+        self.lns = nn.ModuleList([nn.LayerNorm(cfg.n_embd) for _ in range(4)])
+        self.attns = nn.ModuleList([ExplicitMaskedAttention(cfg) for _ in range(2)])
+        self.mlps = nn.ModuleList([MLP(cfg) for _ in range(2)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.logit_scale = nn.Parameter(torch.ones(cfg.vocab_size))  # Dory's learned logit scale
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        T = idx.size(1)
+        pos = torch.arange(T, device=idx.device)
+        bias = self.rel(pos[None, :] - pos[:, None] + T).permute(2, 0, 1).unsqueeze(0)
+        x = self.wte(idx)
+        for i in range(2):
+            x = x + self.attns[i](self.lns[2 * i](x), bias)
+            x = x + self.mlps[i](self.lns[2 * i + 1](x))
+        return lm_output(self.head(self.norm(x)) * self.logit_scale, targets)
+
+
+def explicit_attention_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ExplicitAttentionLM)

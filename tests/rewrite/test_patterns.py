@@ -15,7 +15,14 @@ from unitcheck.linter import lint
 from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
-from .pattern_models import normed_embedding_lm, shared_expert_lm, split_key_lm, wrapper_lm
+from .pattern_models import (
+    explicit_attention_lm,
+    normed_embedding_lm,
+    param_gate_lm,
+    shared_expert_lm,
+    split_key_lm,
+    wrapper_lm,
+)
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
@@ -74,6 +81,40 @@ def test_stream_keeps_the_dtype_of_a_float32_normaliser_cast_back() -> None:
     with torch.no_grad():
         logits, loss = wide(*inputs)
     assert logits.dtype == torch.float64 and torch.isfinite(loss)
+
+
+def test_activation_with_parameter_terms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Dory/AXK2's output gate ``sigmoid(g.view(B, T, C) * s^2)`` and a Mamba step size
+    ``softplus(dt + dt_bias)`` (UC202): the input-dependent value is canonicalised, the
+    parameter terms stay and are declared dimensionless; sizes of the view are not inputs."""
+    model, inputs = param_gate_lm()
+    before = {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    assert {("UC202", "attn", "aten.sigmoid.default"), ("UC202", "mlp", "aten.softplus.default")} <= before
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert res.gct.declared == {"attn.s_gate": "1", "mlp.dt_bias": "1"}
+    assert sum(line.startswith("[activations]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+    out = tmp_path / "rw"
+    assert main(["rewrite", f"{MODELS}:param_gate_lm", "--out", str(out)]) == 0, capsys.readouterr().out
+    assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+
+
+def test_explicit_attention_with_bias_mask_sinks_and_learned_logit_scale() -> None:
+    """GPT-1's product mask ``w * b + -1e4 * (1 - b)`` on a sliced buffer, CPM-Ant's relative
+    position bias shared by every layer, Flint's sink logits joined by ``cat`` before the
+    softmax, and Dory's learned ``logits * logit_scale``: the scores are still found, C(q) and
+    C(k) replace q and k, and the bias table, sinks and logit scale are declared dimensionless."""
+    model, inputs = explicit_attention_lm()
+    before = {(v.rule, v.module) for v in lint(model, inputs).violations}
+    assert {("UC201", "attns.0"), ("UC201", "attns.1"), ("UC301", "")} <= before
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert res.gct.declared == {"attns.0.sinks": "1", "attns.1.sinks": "1", "rel.weight": "1", "logit_scale": "1"}
+    assert sum(line.startswith("[explicit_attention]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
 
 
 def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,6 +43,7 @@ class RewriteResult:
             "residuals_rewritten": self.gct.residuals_rewritten,
             "new_parameters": {k: {"unit": p.unit, "why": p.why} for k, p in self.gct.new_params.items()},
             "dropped_parameters": self.gct.dropped,
+            "declared_parameters": self.gct.declared,
             "log": self.gct.log,
             "unhandled": self.gct.unhandled,
             "notes": self.notes,
@@ -81,7 +82,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
         if train is not None:
             nvfp4_graph(train.traced, nvfp4)
     gen = generate(res.traced, train.traced if train is not None else None, caps.dtype, caps.other)
-    units = {name: p.unit for name, p in res.new_params.items()}
+    units = {**res.declared, **{name: p.unit for name, p in res.new_params.items()}}
     how = f"--to {to}" + (f" --nvfp4 {nvfp4}" if nvfp4 else "")
     if to == "identity":
         summary = "The model regenerated with no rewrite applied: it computes what the original computes."
