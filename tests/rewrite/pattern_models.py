@@ -245,6 +245,7 @@ class ExplicitAttentionLM(nn.Module):
         super().__init__()
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.rel = nn.Embedding(2 * cfg.block_size, cfg.n_head)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.lns = nn.ModuleList([nn.LayerNorm(cfg.n_embd) for _ in range(4)])
         self.attns = nn.ModuleList([ExplicitMaskedAttention(cfg) for _ in range(2)])
         self.mlps = nn.ModuleList([MLP(cfg) for _ in range(2)])
@@ -256,7 +257,8 @@ class ExplicitAttentionLM(nn.Module):
         T = idx.size(1)
         pos = torch.arange(T, device=idx.device)
         bias = self.rel(pos[None, :] - pos[:, None] + T).permute(2, 0, 1).unsqueeze(0)
-        x = self.wte(idx)
+        bias = bias.expand(idx.size(0), -1, -1, -1)  # CPM-Ant's has the scores' shape
+        x = self.wte(idx) + self.wpe(pos) + 0  # GPT-1: ``+ token_type_embeds``, 0 without types
         for i in range(2):
             x = x + self.attns[i](self.lns[2 * i](x), bias)
             x = x + self.mlps[i](self.lns[2 * i + 1](x))
@@ -265,3 +267,38 @@ class ExplicitAttentionLM(nn.Module):
 
 def explicit_attention_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(ExplicitAttentionLM)
+
+
+class Fp32ResidualBlock(nn.Module):
+    """Mamba's block: the residual kept as ``residual.to(torch.float32)`` after the normaliser
+    reads the stream, so the value added is a cast the branch is not computed from."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.mixer = MLP(cfg)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        residual = residual.to(torch.float32)
+        return residual + self.mixer(hidden_states)
+
+
+class Fp32ResidualLM(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.layers = nn.ModuleList([Fp32ResidualBlock(cfg) for _ in range(2)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def fp32_residual_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(Fp32ResidualLM)

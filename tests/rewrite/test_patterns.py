@@ -17,6 +17,7 @@ from unitcheck.rewrite.api import rewrite
 from ..conftest import needs_hf
 from .pattern_models import (
     explicit_attention_lm,
+    fp32_residual_lm,
     normed_embedding_lm,
     param_gate_lm,
     shared_expert_lm,
@@ -104,17 +105,31 @@ def test_activation_with_parameter_terms(tmp_path: Path, capsys: pytest.CaptureF
 def test_explicit_attention_with_bias_mask_sinks_and_learned_logit_scale() -> None:
     """GPT-1's product mask ``w * b + -1e4 * (1 - b)`` on a sliced buffer, CPM-Ant's relative
     position bias shared by every layer, Flint's sink logits joined by ``cat`` before the
-    softmax, and Dory's learned ``logits * logit_scale``: the scores are still found, C(q) and
+    softmax, Dory's learned ``logits * logit_scale`` and GPT-1's embedding sum ``+ 0``: the scores are still found, C(q) and
     C(k) replace q and k, and the bias table, sinks and logit scale are declared dimensionless."""
     model, inputs = explicit_attention_lm()
     before = {(v.rule, v.module) for v in lint(model, inputs).violations}
-    assert {("UC201", "attns.0"), ("UC201", "attns.1"), ("UC301", "")} <= before
+    assert {("UC201", "attns.0"), ("UC201", "attns.1"), ("UC301", ""), ("UC101", "")} <= before
     res = rewrite(model, inputs)
     assert res.complete and not res.gct.unhandled
     assert res.gct.declared == {"attns.0.sinks": "1", "attns.1.sinks": "1", "rel.weight": "1", "logit_scale": "1"}
     assert sum(line.startswith("[explicit_attention]") for line in res.gct.log) == 2
+    assert res.gct.residuals == 4  # the bias added to later layers' scores is not a residual add
+    assert "h0 = C(C(embedding@wte) + C(embedding@wpe))" in "\n".join(res.gct.log)  # the ``+ 0`` looked through
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_residual_added_as_a_float32_cast() -> None:
+    """Mamba's block adds ``residual.to(torch.float32)``, a cast taken after the normaliser read
+    the stream: still a residual add (it was "no residual stream"), rewritten on the canonical
+    stream (the first block's normaliser reads the embedding before the cast, and stays)."""
+    model, inputs = fp32_residual_lm()
+    assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {("UC102", "layers.0"), ("UC102", "layers.1")}
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
+    assert sum(line.startswith("[branch_normalisers]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
 
 
 def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

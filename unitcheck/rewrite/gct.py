@@ -89,6 +89,10 @@ def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
     node = through_casts(node)
     if base_name(node) == "embedding":
         return [node]
+    if base_name(node) == "add" and len(node.args) >= 2 and any(a == 0 and scalar(a) for a in node.args[:2]):
+        # GPT-1 adds ``token_type_embeds = 0`` when there are no token types
+        other = next(a for a in node.args[:2] if not (scalar(a) and a == 0))
+        return _embedding_root(other) if isinstance(other, fx.Node) else None
     if base_name(node) == "add" and all(isinstance(a, fx.Node) for a in node.args[:2]):
         parts = [_embedding_root(a) for a in node.args[:2]]  # type: ignore[arg-type]
         if all(p is not None for p in parts):
