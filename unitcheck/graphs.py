@@ -85,7 +85,7 @@ def _feeds_softmax(node: fx.Node, depth: int = 6) -> bool:
     logits?"""
     frontier, seen = list(node.users), set()
     for _ in range(depth):
-        nxt = []
+        nxt: list[fx.Node] = []
         for u in frontier:
             if u in seen:
                 continue
