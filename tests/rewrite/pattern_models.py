@@ -302,3 +302,33 @@ class Fp32ResidualLM(nn.Module):
 
 def fp32_residual_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(Fp32ResidualLM)
+
+
+class TopkFirstMoE(nn.Module):
+    """Cohere2-MoE's router: the top-k of the router logits first, the softmax over the k values
+    chosen (the softmax reads a selection of the projection, not the projection)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 4, bias=False)
+        self.experts = nn.ModuleList([MLP(cfg) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores, chosen = torch.topk(self.router(x), 2, dim=-1)
+        weights = torch.softmax(scores, dim=-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            w = (weights * (chosen == e)).sum(-1, keepdim=True)
+            out = out + w * expert(x)
+        return out
+
+
+class TopkFirstLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+        self.mlp = TopkFirstMoE(cfg)  # type: ignore[assignment]
+
+
+def topk_first_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(TopkFirstLM)

@@ -22,6 +22,7 @@ from .pattern_models import (
     param_gate_lm,
     shared_expert_lm,
     split_key_lm,
+    topk_first_lm,
     wrapper_lm,
 )
 
@@ -129,6 +130,17 @@ def test_residual_added_as_a_float32_cast() -> None:
     res = rewrite(model, inputs)
     assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
     assert sum(line.startswith("[branch_normalisers]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_router_softmax_over_the_top_k_values() -> None:
+    """Cohere2-MoE takes the top-k of the router logits, then the softmax of the k values (UC203
+    on a selection of the projection): the router projection is still rewritten."""
+    model, inputs = topk_first_lm()
+    assert ("UC203", "mlp") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert any(line.startswith("[router_logits] linear@mlp.router") for line in res.gct.log)
     assert infer_units(res.module, inputs).violations == []
 
 

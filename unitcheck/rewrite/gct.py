@@ -580,14 +580,17 @@ def activations(ctx: RewriteContext) -> None:
 def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None) -> fx.Node | None:
     """The linear map a logit-like value comes from, looking through moves and casts, a scaling
     by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``), a
-    soft cap (Gemma-2's ``cap * tanh(logits / cap)``) and a scaling by a value ``constant``
-    says holds no input (Dory's learned ``logits * logit_scale``), collected in ``terms``."""
+    soft cap (Gemma-2's ``cap * tanh(logits / cap)``), the values a top-k selected, and a scaling
+    by a value ``constant`` says holds no input (Dory's learned ``logits * logit_scale``), collected in ``terms``."""
     while isinstance(node, fx.Node):
         name = base_name(node)
         if name in ("linear", "matmul", "mm"):
             return node
         scaled = name in ("mul", "div") and len(node.args) == 2 and scalar(node.args[1])
-        if name in MOVEMENT_OPS or name == "tanh" or scaled:
+        if name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
+                and base_name(node.args[0]) in ("topk", "sort", "max", "min"):
+            node = node.args[0].args[0]  # the values a top-k chose (Cohere2-MoE routes, then softmaxes)
+        elif name in MOVEMENT_OPS or name == "tanh" or scaled:
             node = node.args[0]
         elif name == "mul" and len(node.args) == 2 and scalar(node.args[0]):
             node = node.args[1]
