@@ -332,3 +332,32 @@ class TopkFirstLM(SplitKeyLM):
 
 def topk_first_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(TopkFirstLM)
+
+
+class SkipGainMixer(nn.Module):
+    """Mamba's mixer in small: a gated, dimensionless-after-rewrite scan output plus the skip
+    term ``u * D`` with a learned per-channel gain ``D``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.dt_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.D = nn.Parameter(torch.ones(cfg.n_embd))
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = torch.nn.functional.silu(self.in_proj(x))
+        dt = torch.sigmoid(self.dt_proj(x))
+        y = torch.cumsum(dt * u, dim=1) / torch.arange(1, x.size(1) + 1, device=x.device)[None, :, None]
+        return self.out_proj(y + u * self.D)
+
+
+class SkipGainLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        for layer in self.layers:
+            layer.mixer = SkipGainMixer(cfg)  # type: ignore[assignment]
+
+
+def skip_gain_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(SkipGainLM)

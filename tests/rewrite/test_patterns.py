@@ -21,6 +21,7 @@ from .pattern_models import (
     normed_embedding_lm,
     param_gate_lm,
     shared_expert_lm,
+    skip_gain_lm,
     split_key_lm,
     topk_first_lm,
     wrapper_lm,
@@ -141,6 +142,18 @@ def test_router_softmax_over_the_top_k_values() -> None:
     res = rewrite(model, inputs)
     assert res.complete and not res.gct.unhandled
     assert any(line.startswith("[router_logits] linear@mlp.router") for line in res.gct.log)
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_skip_term_gain_declared_dimensionless() -> None:
+    """Mamba's ``y + u * D``: after the activation rules ``y`` and ``u`` are dimensionless, and
+    the sum is consistent only with ``D`` dimensionless; the rewrite declares it (logged as
+    ``parameter_gains``) instead of leaving UC101."""
+    model, inputs = skip_gain_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert {"layers.0.mixer.D", "layers.1.mixer.D"} <= set(res.gct.declared)
+    assert sum(line.startswith("[parameter_gains]") for line in res.gct.log) == 2
     assert infer_units(res.module, inputs).violations == []
 
 
