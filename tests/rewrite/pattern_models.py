@@ -217,7 +217,8 @@ def param_gate_lm():  # type: ignore[no-untyped-def]
 class ExplicitMaskedAttention(nn.Module):
     """Eager attention as GPT-1, CPM-Ant and Flint write it: ``q @ k^T / sqrt(d)`` plus a
     relative position bias shared by every layer, a causal-mask buffer applied by product
-    (``w * b + -1e4 * (1 - b)``) and a learned sink logit per head joined before the softmax."""
+    (``w * b + -1e4 * (1 - b)``), a learned sink logit per head joined before the softmax, and
+    GraniteMoE-SWA's sink scaling ``sigmoid(logsumexp(w) - sink)`` of the output."""
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
@@ -225,6 +226,7 @@ class ExplicitMaskedAttention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
         self.sinks = nn.Parameter(torch.zeros(cfg.n_head))
+        self.sink_bias = nn.Parameter(torch.zeros(cfg.n_head))
         self.register_buffer("b", torch.tril(torch.ones(cfg.block_size, cfg.block_size)).view(
             1, 1, cfg.block_size, cfg.block_size))
 
@@ -236,8 +238,10 @@ class ExplicitMaskedAttention(nn.Module):
         b = self.b[:, :, :T, :T]
         w = w * b + -1e4 * (1 - b)
         sinks = self.sinks.view(1, -1, 1, 1).expand(B, -1, T, 1)
+        lse_gate = torch.sigmoid(torch.logsumexp(w, dim=-1) - self.sink_bias.view(1, -1, 1))  # GraniteMoE-SWA
         w = torch.softmax(torch.cat([w, sinks], dim=-1), dim=-1)[..., :-1]
-        return self.proj(torch.matmul(w, v).transpose(1, 2).reshape(B, T, C))
+        y = torch.matmul(w, v) * lse_gate.unsqueeze(-1)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
 class ExplicitAttentionLM(nn.Module):

@@ -107,7 +107,8 @@ def test_activation_with_parameter_terms(tmp_path: Path, capsys: pytest.CaptureF
 def test_explicit_attention_with_bias_mask_sinks_and_learned_logit_scale() -> None:
     """GPT-1's product mask ``w * b + -1e4 * (1 - b)`` on a sliced buffer, CPM-Ant's relative
     position bias shared by every layer, Flint's sink logits joined by ``cat`` before the
-    softmax, Dory's learned ``logits * logit_scale`` and GPT-1's embedding sum ``+ 0``: the scores are still found, C(q) and
+    softmax, GraniteMoE-SWA's ``sigmoid(logsumexp(w) - sink)`` (left as it is: dimensionless once
+    the logits are), Dory's learned ``logits * logit_scale`` and GPT-1's embedding sum ``+ 0``: the scores are still found, C(q) and
     C(k) replace q and k, and the bias table, sinks and logit scale are declared dimensionless."""
     model, inputs = explicit_attention_lm()
     before = {(v.rule, v.module) for v in lint(model, inputs).violations}
@@ -115,6 +116,7 @@ def test_explicit_attention_with_bias_mask_sinks_and_learned_logit_scale() -> No
     res = rewrite(model, inputs)
     assert res.complete and not res.gct.unhandled
     assert res.gct.declared == {"attns.0.sinks": "1", "attns.1.sinks": "1", "rel.weight": "1", "logit_scale": "1"}
+    assert sum("a statistic of attention logits" in line for line in res.gct.log) == 2  # the sink scaling
     assert sum(line.startswith("[explicit_attention]") for line in res.gct.log) == 2
     assert res.gct.residuals == 4  # the bias added to later layers' scores is not a residual add
     assert "h0 = C(C(embedding@wte) + C(embedding@wpe))" in "\n".join(res.gct.log)  # the ``+ 0`` looked through

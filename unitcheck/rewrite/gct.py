@@ -408,10 +408,12 @@ def explicit_attention(ctx: RewriteContext) -> None:
         if record(n).violation != "UC201" or base_name(n) == "scaled_dot_product_attention":
             continue
         terms: list[fx.Node] = []
-        s = attention_scores(n.args[0] if n.args else None, lambda x: not _data_dependent(ctx, x, memo), terms)
+        path: list[fx.Node] = []
+        s = attention_scores(n.args[0] if n.args else None, lambda x: not _data_dependent(ctx, x, memo), terms, path)
         if s is None:
             ctx.skip(module_path(n), "attention logits that are not a product of queries and keys")
             continue
+        ctx.state.setdefault("logits", set()).update(p for p in path if p is not s)
         if s in done:
             continue
         done.add(s)
@@ -463,6 +465,32 @@ def _data_dependent(ctx: RewriteContext, node: fx.Node, memo: dict[fx.Node, bool
         memo[n] = any(memo[p] for p in ins)
         stack.pop()
     return memo[node]
+
+
+# what a statistic of logits passes through (logsumexp's pieces, a max, moves): the result is
+# in the logits' unit; a product with values (softmax(x) @ v) is not among them
+_STATISTIC = {"amax", "max", "logsumexp", "sub", "add", "exp", "log", "sum", "squeeze", "unsqueeze", "getitem",
+              "view", "reshape", "expand", "_to_copy", "to", "type_as", "clone", "abs", "where", "full_like",
+              "neg", "mul", "div", "masked_fill", "eq", "isinf", "scalar_tensor"}
+
+
+def _of_logits(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> bool:
+    """Is the activation's argument computed from attention logits the explicit attention rule
+    rewrote (and parameter terms) through statistics alone? GraniteMoE-SWA's sink scaling
+    ``sigmoid(logsumexp(logits) - sink)``: dimensionless once the logits are."""
+    logits = ctx.state.get("logits", set())
+    if not logits:
+        return False
+    stack, seen = [p for p in n.all_input_nodes], set()
+    while stack:
+        p = stack.pop()
+        if p in seen or p in logits or _size(p) or not _data_dependent(ctx, p, memo):
+            continue
+        seen.add(p)
+        if base_name(p) not in _STATISTIC or p.op != "call_function":
+            return False
+        stack.extend(p.all_input_nodes)
+    return True
 
 
 def _parameters_of(ctx: RewriteContext, terms: list[fx.Node]) -> list[str]:
@@ -560,6 +588,10 @@ def activations(ctx: RewriteContext) -> None:
             continue
         a, terms = _pre_activation(ctx, n, memo)
         mod = module_path(n)
+        if _of_logits(ctx, n, memo):  # C over a statistic's last axis would mix tokens
+            ctx.note("activations", f"{base_name(n)}@{mod}", "unchanged: its argument is a statistic of attention "
+                     "logits the attention rules made dimensionless")
+            continue
         if a is None:
             ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
             continue

@@ -123,13 +123,16 @@ def scalar(value: Any) -> bool:
 
 
 def attention_scores(node: Any, constant: Callable[[fx.Node], bool] | None = None,
-                     terms: list[fx.Node] | None = None) -> fx.Node | None:
+                     terms: list[fx.Node] | None = None, path: list[fx.Node] | None = None) -> fx.Node | None:
     """The q . k^T product explicit attention code feeds its softmax, looking through moves,
     casts, a constant scaling, a soft cap (Gemma-2's tanh), a mask or bias added (the one
     operand that holds the product), a multiplicative mask that ``constant`` says holds no
     input (GPT's ``w * b + -1e4 * (1 - b)``) and a join with learned sink logits (``cat([w,
-    sinks])``). The operands added or joined to the scores on the way are put in ``terms``."""
+    sinks])``). The operands added or joined to the scores on the way are put in ``terms``, the
+    values on the way from the scores (the logits at each step) in ``path``."""
     while isinstance(node, fx.Node):
+        if path is not None:
+            path.append(node)
         name = base_name(node)
         if name in ("matmul", "bmm", "baddbmm"):
             return node
