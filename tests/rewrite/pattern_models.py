@@ -365,3 +365,25 @@ class SkipGainLM(Fp32ResidualLM):
 
 def skip_gain_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(SkipGainLM)
+
+
+class StackedHeadsLM(SplitKeyLM):
+    """CSM's depth decoder: one head per position (codebook), ``stack([linear(h[:, i], W[i].T)
+    for i])``, the logits not one linear projection of the stream."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+        self.heads = nn.Parameter(torch.randn(3, cfg.n_embd, cfg.vocab_size) * 0.02)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        h = self.norm(x)
+        logits = torch.stack([torch.nn.functional.linear(h[:, i, :], self.heads[i].T) for i in range(3)], dim=1)
+        return lm_output(logits, targets[:, :3])
+
+
+def stacked_heads_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(StackedHeadsLM)

@@ -23,6 +23,7 @@ from .pattern_models import (
     shared_expert_lm,
     skip_gain_lm,
     split_key_lm,
+    stacked_heads_lm,
     topk_first_lm,
     wrapper_lm,
 )
@@ -156,6 +157,17 @@ def test_skip_term_gain_declared_dimensionless() -> None:
     assert res.complete and not res.gct.unhandled
     assert {"layers.0.mixer.D", "layers.1.mixer.D"} <= set(res.gct.declared)
     assert sum(line.startswith("[parameter_gains]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_stacked_per_position_heads() -> None:
+    """CSM's codebook heads: the logits are a stack of one linear head per position (UC301 on a
+    stack, not one projection); each head becomes its own dimensionless linear with a gain."""
+    model, inputs = stacked_heads_lm()
+    assert ("UC301", "") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert {"logit_gain_0", "logit_gain_1", "logit_gain_2"} <= set(res.gct.new_params)
     assert infer_units(res.module, inputs).violations == []
 
 

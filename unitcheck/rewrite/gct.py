@@ -641,6 +641,19 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
     return None
 
 
+def _stacked_projections(node: Any) -> list[fx.Node] | None:
+    """Per-position heads stacked into one logits tensor (CSM's codebook heads:
+    ``stack([linear(h[:, i], W_i) for i])``): each part's own linear projection, or None."""
+    while isinstance(node, fx.Node) and base_name(node) in MOVEMENT_OPS and base_name(node) not in ("stack", "cat"):
+        node = node.args[0]
+    if not (isinstance(node, fx.Node) and base_name(node) in ("stack", "cat") and isinstance(node.args[0], (list, tuple))):
+        return None
+    parts = [_projection(p) for p in node.args[0]]
+    if not parts or any(p is None or base_name(p) != "linear" for p in parts):
+        return None
+    return parts  # type: ignore[return-value]
+
+
 def _on_stream(ctx: RewriteContext, h: Any) -> bool:
     while isinstance(h, fx.Node) and base_name(h) in MOVEMENT_OPS:
         h = h.args[0]
@@ -679,6 +692,15 @@ def logits(ctx: RewriteContext) -> None:
             continue
         terms: list[fx.Node] = []
         src = _projection(n.args[0], lambda x: not _data_dependent(ctx, x, memo), terms)
+        parts = _stacked_projections(n.args[0]) if src is None else None
+        if parts:
+            for i, part in enumerate(parts):
+                name, k = f"logit_gain_{i}", 1
+                while name in ctx.new_params:
+                    name, k = f"logit_gain_{i}_{k}", k + 1
+                ctx.note("logits", f"{describe(part)} (one of {len(parts)} stacked heads)",
+                         _dimensionless_linear(ctx, part, name, "learnable logit gain, init 1"))
+            continue
         if src is None:
             ctx.skip(module_path(n), "the logits are not a linear projection of the stream")
             continue
