@@ -9,7 +9,7 @@ import torch.fx as fx
 
 from .fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, module_path
 
-__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views"]
+__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views", "stream_source"]
 
 
 def topo_index(graph: fx.Graph) -> dict[fx.Node, int]:
@@ -60,7 +60,7 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
         # bias, computed once and added in every layer, is an ancestor of later layers' scores
         return None
     for stream, branch in ((a, b), (b, a)):
-        source = _cast_source(stream)  # Mamba adds ``residual.to(float32)``, a cast beside the branch
+        source = stream_source(stream)  # Mamba adds ``residual.to(float32)``, a cast beside the branch
         if order[source] > order[branch] or not is_ancestor(source, branch, order):
             continue
         # the branch's computation (back to the stream) passes through a submodule: the branch
@@ -98,11 +98,20 @@ def _feeds_softmax(node: fx.Node, depth: int = 6) -> bool:
     return False
 
 
-def _cast_source(node: fx.Node) -> fx.Node:
-    """The value a chain of casts and copies forwards: the stream a residual adds, when the
-    block casts it (``residual.to(torch.float32)``) after its branch has read it."""
-    while base_name(node) in IDENTITY_OPS and node.args and isinstance(node.args[0], fx.Node):
-        node = node.args[0]
+def stream_source(node: fx.Node) -> fx.Node:
+    """The value a chain of casts, copies and scalings by a constant forwards: the stream a
+    residual adds, when the block casts it (Mamba's ``residual.to(torch.float32)``) or scales it
+    (MiniMax's ``residual * alpha + branch * beta``) after its branch has read it."""
+    while node.args:
+        name = base_name(node)
+        if name in IDENTITY_OPS and isinstance(node.args[0], fx.Node) or name in ("mul", "div") and len(node.args) == 2 and isinstance(node.args[0], fx.Node) \
+                and isinstance(node.args[1], (int, float)) and not isinstance(node.args[1], bool):
+            node = node.args[0]
+        elif name == "mul" and len(node.args) == 2 and isinstance(node.args[1], fx.Node) \
+                and isinstance(node.args[0], (int, float)) and not isinstance(node.args[0], bool):
+            node = node.args[1]
+        else:
+            break
     return node
 
 

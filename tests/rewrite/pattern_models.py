@@ -387,3 +387,29 @@ class StackedHeadsLM(SplitKeyLM):
 
 def stacked_heads_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(StackedHeadsLM)
+
+
+class ScaledResidualBlock(nn.Module):
+    """MiniMax's block: ``residual * alpha + branch * beta`` with constant factors, the stream
+    normalised before it is kept (post-norm)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.input_layernorm, self.post_layernorm = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.input_layernorm(h)
+        h = h * 1.5 + self.attn(h) * 0.5
+        h = self.post_layernorm(h)
+        return h * 1.5 + self.mlp(h) * 0.5
+
+
+class ScaledResidualLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.layers = nn.ModuleList([ScaledResidualBlock(cfg) for _ in range(2)])
+
+
+def scaled_residual_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ScaledResidualLM)

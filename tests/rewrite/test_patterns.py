@@ -20,6 +20,7 @@ from .pattern_models import (
     fp32_residual_lm,
     normed_embedding_lm,
     param_gate_lm,
+    scaled_residual_lm,
     shared_expert_lm,
     skip_gain_lm,
     split_key_lm,
@@ -168,6 +169,16 @@ def test_stacked_per_position_heads() -> None:
     res = rewrite(model, inputs)
     assert res.complete and not res.gct.unhandled
     assert {"logit_gain_0", "logit_gain_1", "logit_gain_2"} <= set(res.gct.new_params)
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_residual_with_constant_factors() -> None:
+    """MiniMax's ``residual * alpha + branch * beta`` (constants): still residual adds (it was
+    "no residual stream"); the factors are subsumed by the learnable step and C."""
+    model, inputs = scaled_residual_lm()
+    assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {("UC102", "layers.0"), ("UC102", "layers.1")}
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 4
     assert infer_units(res.module, inputs).violations == []
 
 

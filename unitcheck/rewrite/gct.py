@@ -32,7 +32,7 @@ from torch import nn
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import MOVEMENT_OPS, base_name, module_path
-from ..graphs import is_ancestor, residual_adds, topo_index, users_through_views
+from ..graphs import is_ancestor, residual_adds, stream_source, topo_index, users_through_views
 from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
@@ -184,7 +184,7 @@ def residual_stream(ctx: RewriteContext) -> None:
     for add, _, branch in residuals:
         # earlier rewrites replaced the stream operand: read it from the add as it is now
         stream = add.args[1] if add.args[0] is branch else add.args[0]
-        root = through_casts(stream)  # type: ignore[arg-type]
+        root = stream_source(stream)  # type: ignore[arg-type]  # MiniMax's constant scaling is subsumed by alpha
         h = canon.get(root)
         if h is None:
             h = _canonical_root(ctx, root)
