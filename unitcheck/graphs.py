@@ -7,9 +7,9 @@ from typing import Any
 
 import torch.fx as fx
 
-from .fxutil import MOVEMENT_OPS, base_name, module_path
+from .fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, module_path
 
-__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views"]
+__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views", "stream_source"]
 
 
 def topo_index(graph: fx.Graph) -> dict[fx.Node, int]:
@@ -55,8 +55,13 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
 
     if not _same_shape(a, b):  # a residual adds two values of one shape; a mask broadcasts
         return None
+    if _feeds_softmax(add):
+        # scores plus a bias normalised into attention weights, not a stream: CPM-Ant's position
+        # bias, computed once and added in every layer, is an ancestor of later layers' scores
+        return None
     for stream, branch in ((a, b), (b, a)):
-        if order[stream] > order[branch] or not is_ancestor(stream, branch, order):
+        source = stream_source(stream)  # Mamba adds ``residual.to(float32)``, a cast beside the branch
+        if order[source] > order[branch] or not is_ancestor(source, branch, order):
             continue
         # the branch's computation (back to the stream) passes through a submodule: the branch
         # itself (x + attn(x)) or an op applied to its output (h + alpha * C(attn(h)))
@@ -66,10 +71,48 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
             if inside(module_path(n)):
                 return stream, branch
             for p in n.all_input_nodes:
-                if p is not stream and p not in seen and p.op == "call_function":
+                if p is not source and p not in seen and p.op == "call_function":
                     seen.add(p)
                     queue.append(p)
     return None
+
+
+_SOFTMAX = frozenset({"softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"})
+
+
+def _feeds_softmax(node: fx.Node, depth: int = 6) -> bool:
+    """Is ``node`` normalised by a softmax, through masks, scalings, moves and a join with sink
+    logits?"""
+    frontier, seen = list(node.users), set()
+    for _ in range(depth):
+        nxt: list[fx.Node] = []
+        for u in frontier:
+            if u in seen:
+                continue
+            seen.add(u)
+            if base_name(u) in _SOFTMAX:
+                return True
+            if base_name(u) in _WEIGHT_PATH or base_name(u) == "cat":
+                nxt.extend(u.users)
+        frontier = nxt
+    return False
+
+
+def stream_source(node: fx.Node) -> fx.Node:
+    """The value a chain of casts, copies and scalings by a constant forwards: the stream a
+    residual adds, when the block casts it (Mamba's ``residual.to(torch.float32)``) or scales it
+    (MiniMax's ``residual * alpha + branch * beta``) after its branch has read it."""
+    while node.args:
+        name = base_name(node)
+        if name in IDENTITY_OPS and isinstance(node.args[0], fx.Node) or name in ("mul", "div") and len(node.args) == 2 and isinstance(node.args[0], fx.Node) \
+                and isinstance(node.args[1], (int, float)) and not isinstance(node.args[1], bool):
+            node = node.args[0]
+        elif name == "mul" and len(node.args) == 2 and isinstance(node.args[1], fx.Node) \
+                and isinstance(node.args[0], (int, float)) and not isinstance(node.args[0], bool):
+            node = node.args[1]
+        else:
+            break
+    return node
 
 
 def _same_shape(a: fx.Node, b: fx.Node) -> bool:

@@ -170,3 +170,246 @@ class NormedEmbeddingLM(SplitKeyLM):
 
 def normed_embedding_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(NormedEmbeddingLM)
+
+
+class ParamGatedAttention(CausalSelfAttention):
+    """Output-gated attention (Dory, AXK2): ``y * sigmoid(g.view(B, T, C) * s^2)``, the gate a
+    projection of the input scaled by a parameter, reshaped with the traced sizes."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.gate_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.s_gate = nn.Parameter(torch.ones(cfg.n_embd))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        y = super().forward(x)
+        g = self.gate_proj(x).view(B * T, C).view(B, T, C)
+        return y * torch.sigmoid(g * self.s_gate.square())
+
+
+class BiasedSoftplusMLP(nn.Module):
+    """A Mamba-style step size: ``softplus(dt + dt_bias)`` with a bias parameter added to a
+    projection of the input, scaling a second projection."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.dt_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.dt_bias = nn.Parameter(torch.zeros(cfg.n_embd))
+        self.up = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dt = torch.nn.functional.softplus(self.dt_proj(x) + self.dt_bias)
+        return dt * self.up(x)
+
+
+class ParamGateLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = ParamGatedAttention(cfg)  # type: ignore[assignment]
+        self.mlp = BiasedSoftplusMLP(cfg)  # type: ignore[assignment]
+
+
+def param_gate_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ParamGateLM)
+
+
+class ExplicitMaskedAttention(nn.Module):
+    """Eager attention as GPT-1, CPM-Ant and Flint write it: ``q @ k^T / sqrt(d)`` plus a
+    relative position bias shared by every layer, a causal-mask buffer applied by product
+    (``w * b + -1e4 * (1 - b)``), a learned sink logit per head joined before the softmax, and
+    GraniteMoE-SWA's sink scaling ``sigmoid(logsumexp(w) - sink)`` of the output."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.sinks = nn.Parameter(torch.zeros(cfg.n_head))
+        self.sink_bias = nn.Parameter(torch.zeros(cfg.n_head))
+        self.register_buffer("b", torch.tril(torch.ones(cfg.block_size, cfg.block_size)).view(
+            1, 1, cfg.block_size, cfg.block_size))
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+        w = torch.matmul(q, k.transpose(-1, -2)) / (C // self.n_head) ** 0.5
+        w = w + bias
+        b = self.b[:, :, :T, :T]
+        w = w * b + -1e4 * (1 - b)
+        sinks = self.sinks.view(1, -1, 1, 1).expand(B, -1, T, 1)
+        lse_gate = torch.sigmoid(torch.logsumexp(w, dim=-1) - self.sink_bias.view(1, -1, 1))  # GraniteMoE-SWA
+        w = torch.softmax(torch.cat([w, sinks], dim=-1), dim=-1)[..., :-1]
+        y = torch.matmul(w, v) * lse_gate.unsqueeze(-1)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class ExplicitAttentionLM(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.rel = nn.Embedding(2 * cfg.block_size, cfg.n_head)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.lns = nn.ModuleList([nn.LayerNorm(cfg.n_embd) for _ in range(4)])
+        self.attns = nn.ModuleList([ExplicitMaskedAttention(cfg) for _ in range(2)])
+        self.mlps = nn.ModuleList([MLP(cfg) for _ in range(2)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.logit_scale = nn.Parameter(torch.ones(cfg.vocab_size))  # Dory's learned logit scale
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        T = idx.size(1)
+        pos = torch.arange(T, device=idx.device)
+        bias = self.rel(pos[None, :] - pos[:, None] + T).permute(2, 0, 1).unsqueeze(0)
+        bias = bias.expand(idx.size(0), -1, -1, -1)  # CPM-Ant's has the scores' shape
+        x = self.wte(idx) + self.wpe(pos) + 0  # GPT-1: ``+ token_type_embeds``, 0 without types
+        for i in range(2):
+            x = x + self.attns[i](self.lns[2 * i](x), bias)
+            x = x + self.mlps[i](self.lns[2 * i + 1](x))
+        return lm_output(self.head(self.norm(x)) * self.logit_scale, targets)
+
+
+def explicit_attention_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ExplicitAttentionLM)
+
+
+class Fp32ResidualBlock(nn.Module):
+    """Mamba's block: the residual kept as ``residual.to(torch.float32)`` after the normaliser
+    reads the stream, so the value added is a cast the branch is not computed from."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.mixer = MLP(cfg)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        residual = residual.to(torch.float32)
+        return residual + self.mixer(hidden_states)
+
+
+class Fp32ResidualLM(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.layers = nn.ModuleList([Fp32ResidualBlock(cfg) for _ in range(2)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def fp32_residual_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(Fp32ResidualLM)
+
+
+class TopkFirstMoE(nn.Module):
+    """Cohere2-MoE's router: the top-k of the router logits first, the softmax over the k values
+    chosen (the softmax reads a selection of the projection, not the projection)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 4, bias=False)
+        self.experts = nn.ModuleList([MLP(cfg) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores, chosen = torch.topk(self.router(x), 2, dim=-1)
+        weights = torch.softmax(scores, dim=-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            w = (weights * (chosen == e)).sum(-1, keepdim=True)
+            out = out + w * expert(x)
+        return out
+
+
+class TopkFirstLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+        self.mlp = TopkFirstMoE(cfg)  # type: ignore[assignment]
+
+
+def topk_first_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(TopkFirstLM)
+
+
+class SkipGainMixer(nn.Module):
+    """Mamba's mixer in small: a gated, dimensionless-after-rewrite scan output plus the skip
+    term ``u * D`` with a learned per-channel gain ``D``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.dt_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.D = nn.Parameter(torch.ones(cfg.n_embd))
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = torch.nn.functional.silu(self.in_proj(x))
+        dt = torch.sigmoid(self.dt_proj(x))
+        y = torch.cumsum(dt * u, dim=1) / torch.arange(1, x.size(1) + 1, device=x.device)[None, :, None]
+        return self.out_proj(y + u * self.D)
+
+
+class SkipGainLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        for layer in self.layers:
+            layer.mixer = SkipGainMixer(cfg)  # type: ignore[assignment]
+
+
+def skip_gain_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(SkipGainLM)
+
+
+class StackedHeadsLM(SplitKeyLM):
+    """CSM's depth decoder: one head per position (codebook), ``stack([linear(h[:, i], W[i].T)
+    for i])``, the logits not one linear projection of the stream."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+        self.heads = nn.Parameter(torch.randn(3, cfg.n_embd, cfg.vocab_size) * 0.02)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        h = self.norm(x)
+        logits = torch.stack([torch.nn.functional.linear(h[:, i, :], self.heads[i].T) for i in range(3)], dim=1)
+        return lm_output(logits, targets[:, :3])
+
+
+def stacked_heads_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(StackedHeadsLM)
+
+
+class ScaledResidualBlock(nn.Module):
+    """MiniMax's block: ``residual * alpha + branch * beta`` with constant factors, the stream
+    normalised before it is kept (post-norm)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.input_layernorm, self.post_layernorm = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.input_layernorm(h)
+        h = h * 1.5 + self.attn(h) * 0.5
+        h = self.post_layernorm(h)
+        return h * 1.5 + self.mlp(h) * 0.5
+
+
+class ScaledResidualLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.layers = nn.ModuleList([ScaledResidualBlock(cfg) for _ in range(2)])
+
+
+def scaled_residual_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ScaledResidualLM)

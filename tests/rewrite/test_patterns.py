@@ -15,7 +15,19 @@ from unitcheck.linter import lint
 from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
-from .pattern_models import normed_embedding_lm, shared_expert_lm, split_key_lm, wrapper_lm
+from .pattern_models import (
+    explicit_attention_lm,
+    fp32_residual_lm,
+    normed_embedding_lm,
+    param_gate_lm,
+    scaled_residual_lm,
+    shared_expert_lm,
+    skip_gain_lm,
+    split_key_lm,
+    stacked_heads_lm,
+    topk_first_lm,
+    wrapper_lm,
+)
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "pattern_models.py"
@@ -74,6 +86,100 @@ def test_stream_keeps_the_dtype_of_a_float32_normaliser_cast_back() -> None:
     with torch.no_grad():
         logits, loss = wide(*inputs)
     assert logits.dtype == torch.float64 and torch.isfinite(loss)
+
+
+def test_activation_with_parameter_terms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Dory/AXK2's output gate ``sigmoid(g.view(B, T, C) * s^2)`` and a Mamba step size
+    ``softplus(dt + dt_bias)`` (UC202): the input-dependent value is canonicalised, the
+    parameter terms stay and are declared dimensionless; sizes of the view are not inputs."""
+    model, inputs = param_gate_lm()
+    before = {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    assert {("UC202", "attn", "aten.sigmoid.default"), ("UC202", "mlp", "aten.softplus.default")} <= before
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert res.gct.declared == {"attn.s_gate": "1", "mlp.dt_bias": "1"}
+    assert sum(line.startswith("[activations]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+    out = tmp_path / "rw"
+    assert main(["rewrite", f"{MODELS}:param_gate_lm", "--out", str(out)]) == 0, capsys.readouterr().out
+    assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+
+
+def test_explicit_attention_with_bias_mask_sinks_and_learned_logit_scale() -> None:
+    """GPT-1's product mask ``w * b + -1e4 * (1 - b)`` on a sliced buffer, CPM-Ant's relative
+    position bias shared by every layer, Flint's sink logits joined by ``cat`` before the
+    softmax, GraniteMoE-SWA's ``sigmoid(logsumexp(w) - sink)`` (left as it is: dimensionless once
+    the logits are), Dory's learned ``logits * logit_scale`` and GPT-1's embedding sum ``+ 0``: the scores are still found, C(q) and
+    C(k) replace q and k, and the bias table, sinks and logit scale are declared dimensionless."""
+    model, inputs = explicit_attention_lm()
+    before = {(v.rule, v.module) for v in lint(model, inputs).violations}
+    assert {("UC201", "attns.0"), ("UC201", "attns.1"), ("UC301", ""), ("UC101", "")} <= before
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert res.gct.declared == {"attns.0.sinks": "1", "attns.1.sinks": "1", "rel.weight": "1", "logit_scale": "1"}
+    assert sum("a statistic of attention logits" in line for line in res.gct.log) == 2  # the sink scaling
+    assert sum(line.startswith("[explicit_attention]") for line in res.gct.log) == 2
+    assert res.gct.residuals == 4  # the bias added to later layers' scores is not a residual add
+    assert "h0 = C(C(embedding@wte) + C(embedding@wpe))" in "\n".join(res.gct.log)  # the ``+ 0`` looked through
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_residual_added_as_a_float32_cast() -> None:
+    """Mamba's block adds ``residual.to(torch.float32)``, a cast taken after the normaliser read
+    the stream: still a residual add (it was "no residual stream"), rewritten on the canonical
+    stream (the first block's normaliser reads the embedding before the cast, and stays)."""
+    model, inputs = fp32_residual_lm()
+    assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {("UC102", "layers.0"), ("UC102", "layers.1")}
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
+    assert sum(line.startswith("[branch_normalisers]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_router_softmax_over_the_top_k_values() -> None:
+    """Cohere2-MoE takes the top-k of the router logits, then the softmax of the k values (UC203
+    on a selection of the projection): the router projection is still rewritten."""
+    model, inputs = topk_first_lm()
+    assert ("UC203", "mlp") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert any(line.startswith("[router_logits] linear@mlp.router") for line in res.gct.log)
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_skip_term_gain_declared_dimensionless() -> None:
+    """Mamba's ``y + u * D``: after the activation rules ``y`` and ``u`` are dimensionless, and
+    the sum is consistent only with ``D`` dimensionless; the rewrite declares it (logged as
+    ``parameter_gains``) instead of leaving UC101."""
+    model, inputs = skip_gain_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert {"layers.0.mixer.D", "layers.1.mixer.D"} <= set(res.gct.declared)
+    assert sum(line.startswith("[parameter_gains]") for line in res.gct.log) == 2
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_stacked_per_position_heads() -> None:
+    """CSM's codebook heads: the logits are a stack of one linear head per position (UC301 on a
+    stack, not one projection); each head becomes its own dimensionless linear with a gain."""
+    model, inputs = stacked_heads_lm()
+    assert ("UC301", "") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert {"logit_gain_0", "logit_gain_1", "logit_gain_2"} <= set(res.gct.new_params)
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_residual_with_constant_factors() -> None:
+    """MiniMax's ``residual * alpha + branch * beta`` (constants): still residual adds (it was
+    "no residual stream"); the factors are subsumed by the learnable step and C."""
+    model, inputs = scaled_residual_lm()
+    assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {("UC102", "layers.0"), ("UC102", "layers.1")}
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 4
+    assert infer_units(res.module, inputs).violations == []
 
 
 def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

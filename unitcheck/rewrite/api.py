@@ -43,6 +43,7 @@ class RewriteResult:
             "residuals_rewritten": self.gct.residuals_rewritten,
             "new_parameters": {k: {"unit": p.unit, "why": p.why} for k, p in self.gct.new_params.items()},
             "dropped_parameters": self.gct.dropped,
+            "declared_parameters": self.gct.declared,
             "log": self.gct.log,
             "unhandled": self.gct.unhandled,
             "notes": self.notes,
@@ -81,7 +82,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
         if train is not None:
             nvfp4_graph(train.traced, nvfp4)
     gen = generate(res.traced, train.traced if train is not None else None, caps.dtype, caps.other)
-    units = {name: p.unit for name, p in res.new_params.items()}
+    units = {**res.declared, **{name: p.unit for name, p in res.new_params.items()}}
     how = f"--to {to}" + (f" --nvfp4 {nvfp4}" if nvfp4 else "")
     if to == "identity":
         summary = "The model regenerated with no rewrite applied: it computes what the original computes."
@@ -91,8 +92,39 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
                    f"{len(res.dropped)} normaliser parameters dropped.")
     source = render_source(gen, units, source_name or type(model).__name__, how, summary)
     module = instantiate(source)
+    if to == "gct":
+        gains = parameter_gains(module, example_inputs, set(units))
+        if gains:
+            for name, where in gains.items():
+                res.declared[name] = units[name] = "1"
+                res.log.append(f"[parameter_gains] {where} -> {name} declared dimensionless")
+            source = render_source(gen, units, source_name or type(model).__name__, how, summary)
+            module = instantiate(source)
     module.load_state_dict(gen.root.state_dict())
     return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes])
+
+
+def parameter_gains(module: nn.Module, example_inputs: Any, declared: set[str]) -> dict[str, str]:
+    """Parameters that scale one term of a sum whose other term the rewrite made dimensionless
+    (Mamba's skip term ``y + x * D``): UC101 with one side ``1`` and the other a product of
+    parameters alone, each undeclared. Only a dimensionless gain makes that sum consistent, so
+    the rewrite declares it; anything else is left for the lint to report."""
+    from ..infer import infer_units
+
+    params = {name for name, _ in module.named_parameters()}
+    out: dict[str, str] = {}
+    for v in infer_units(module, example_inputs).violations:
+        if v.rule != "UC101" or len(v.units) != 2:
+            continue
+        a, b = v.units.values()
+        other = b if a.is_dimensionless else a if b.is_dimensionless else None
+        if other is None or other.is_dimensionless:
+            continue
+        names = [g[2:] for g in other.generators()]
+        if all(g.startswith("p:") for g in other.generators()) and all(n in params and n not in declared for n in names):
+            for n in names:
+                out.setdefault(n, f"{v.op.split('.')[1] if v.op.count('.') >= 2 else v.op}@{v.module or '<root>'}")
+    return out
 
 
 def instantiate(source: str) -> nn.Module:

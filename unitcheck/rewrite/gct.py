@@ -32,13 +32,21 @@ from torch import nn
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import MOVEMENT_OPS, base_name, module_path
-from ..graphs import is_ancestor, residual_adds, topo_index, users_through_views
+from ..graphs import is_ancestor, residual_adds, stream_source, topo_index, users_through_views
 from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
 from ..unitgraph import UnitGraph
 from .joins import mixed_parts
-from .patterns import RewriteContext, Rule, describe, through_casts, users_through_casts
+from .patterns import (
+    RewriteContext,
+    Rule,
+    attention_scores,
+    describe,
+    scalar,
+    through_casts,
+    users_through_casts,
+)
 
 __all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
 
@@ -62,6 +70,7 @@ class GCTResult:
     residuals_rewritten: int
     dropped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    declared: dict[str, str] = field(default_factory=dict)  # existing parameters declared "1"
 
     @property
     def complete(self) -> bool:
@@ -80,6 +89,10 @@ def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
     node = through_casts(node)
     if base_name(node) == "embedding":
         return [node]
+    if base_name(node) == "add" and len(node.args) >= 2 and any(a == 0 and scalar(a) for a in node.args[:2]):
+        # GPT-1 adds ``token_type_embeds = 0`` when there are no token types
+        other = next(a for a in node.args[:2] if not (scalar(a) and a == 0))
+        return _embedding_root(other) if isinstance(other, fx.Node) else None
     if base_name(node) == "add" and all(isinstance(a, fx.Node) for a in node.args[:2]):
         parts = [_embedding_root(a) for a in node.args[:2]]  # type: ignore[arg-type]
         if all(p is not None for p in parts):
@@ -171,7 +184,7 @@ def residual_stream(ctx: RewriteContext) -> None:
     for add, _, branch in residuals:
         # earlier rewrites replaced the stream operand: read it from the add as it is now
         stream = add.args[1] if add.args[0] is branch else add.args[0]
-        root = through_casts(stream)  # type: ignore[arg-type]
+        root = stream_source(stream)  # type: ignore[arg-type]  # MiniMax's constant scaling is subsumed by alpha
         h = canon.get(root)
         if h is None:
             h = _canonical_root(ctx, root)
@@ -385,38 +398,22 @@ def attention(ctx: RewriteContext) -> None:
         ctx.note("attention", describe(n), f"SDPA(C(q) * {name}, C(k), v), temperature sqrt({dh})")
 
 
-def _scores(node: Any) -> fx.Node | None:
-    """The q . k^T product explicit attention code feeds its softmax, looking through moves,
-    casts, a mask added (the operand that holds the product) and a constant scaling."""
-    while isinstance(node, fx.Node):
-        name = base_name(node)
-        if name in ("matmul", "bmm", "baddbmm"):
-            return node
-        scaled = name in ("mul", "div") and len(node.args) == 2 and _scalar(node.args[1])
-        if name in MOVEMENT_OPS or scaled or name == "tanh":  # tanh: Gemma-2's soft cap
-            node = node.args[0]
-        elif name in ("add", "sub", "masked_fill", "where"):
-            found = [a for a in node.args if isinstance(a, fx.Node) and _scores(a) is not None]
-            if len(found) != 1:
-                return None
-            node = found[0]
-        else:
-            return None
-    return None
-
-
 def explicit_attention(ctx: RewriteContext) -> None:
     """softmax(scale * q @ k^T + mask) @ v -> the same with C(q) and C(k) per head: the logits
     become dimensionless, the code's own temperature and mask stay (eager BLOOM, Gemma-2,
     DeBERTa, hand-written attention)."""
     done: set[fx.Node] = set()
+    memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         if record(n).violation != "UC201" or base_name(n) == "scaled_dot_product_attention":
             continue
-        s = _scores(n.args[0] if n.args else None)
+        terms: list[fx.Node] = []
+        path: list[fx.Node] = []
+        s = attention_scores(n.args[0] if n.args else None, lambda x: not _data_dependent(ctx, x, memo), terms, path)
         if s is None:
             ctx.skip(module_path(n), "attention logits that are not a product of queries and keys")
             continue
+        ctx.state.setdefault("logits", set()).update(p for p in path if p is not s)
         if s in done:
             continue
         done.add(s)
@@ -432,10 +429,121 @@ def explicit_attention(ctx: RewriteContext) -> None:
         args = list(s.args)
         args[qi], args[ki] = cq, ckt
         s.args = tuple(args)
-        ctx.note("explicit_attention", describe(s), "C(q) . C(k)^T (the code's scale and mask kept)")
+        params = _float_parameters(ctx, terms)
+        for p in params:
+            ctx.declare(p)
+        kept = f"; logit biases and sinks declared dimensionless: {', '.join(params)}" if params else ""
+        ctx.note("explicit_attention", describe(s), f"C(q) . C(k)^T (the code's scale and mask kept{kept})")
 
 
-def _pre_activation(n: fx.Node) -> fx.Node | None:
+def _size(node: fx.Node) -> bool:
+    """A symbolic size (``x.size(1)`` under dynamic shapes): a shape, not data."""
+    return isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(node.meta.get("val"), bool)
+
+
+def _data_dependent(ctx: RewriteContext, node: fx.Node, memo: dict[fx.Node, bool]) -> bool:
+    """Is ``node`` computed from a model input's values? A value of parameters, buffers and
+    constants alone (Dory's ``s_gate^2``, a Mamba ``dt_bias``, a causal-mask buffer sliced to the
+    input's length) is a parameter term."""
+    leaves = ctx.ug.traced.leaves
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if n in memo:
+            stack.pop()
+            continue
+        if n.op == "placeholder":
+            leaf = leaves.get(n.name)
+            memo[n] = leaf is None or leaf.kind == "input"
+            stack.pop()
+            continue
+        ins = [p for p in n.all_input_nodes if not _size(p)]
+        todo = [p for p in ins if p not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        memo[n] = any(memo[p] for p in ins)
+        stack.pop()
+    return memo[node]
+
+
+# what a statistic of logits passes through (logsumexp's pieces, a max, moves): the result is
+# in the logits' unit; a product with values (softmax(x) @ v) is not among them
+_STATISTIC = {"amax", "max", "logsumexp", "sub", "add", "exp", "log", "sum", "squeeze", "unsqueeze", "getitem",
+              "view", "reshape", "expand", "_to_copy", "to", "type_as", "clone", "abs", "where", "full_like",
+              "neg", "mul", "div", "masked_fill", "eq", "isinf", "scalar_tensor"}
+
+
+def _of_logits(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> bool:
+    """Is the activation's argument computed from attention logits the explicit attention rule
+    rewrote (and parameter terms) through statistics alone? GraniteMoE-SWA's sink scaling
+    ``sigmoid(logsumexp(logits) - sink)``: dimensionless once the logits are."""
+    logits = ctx.state.get("logits", set())
+    if not logits:
+        return False
+    stack, seen = [p for p in n.all_input_nodes], set()
+    while stack:
+        p = stack.pop()
+        if p in seen or p in logits or _size(p) or not _data_dependent(ctx, p, memo):
+            continue
+        seen.add(p)
+        if base_name(p) not in _STATISTIC or p.op != "call_function":
+            return False
+        stack.extend(p.all_input_nodes)
+    return True
+
+
+def _parameters_of(ctx: RewriteContext, terms: list[fx.Node]) -> list[str]:
+    """The parameters (qualified names) parameter terms are computed from."""
+    leaves, out, stack, seen = ctx.ug.traced.leaves, set(), list(terms), set(terms)
+    while stack:
+        n = stack.pop()
+        leaf = leaves.get(n.name) if n.op == "placeholder" else None
+        if leaf is not None and leaf.kind == "param":
+            out.add(leaf.name)
+        for p in n.all_input_nodes:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return sorted(out)
+
+
+_PRODUCTS = {"linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "einsum", "conv1d", "conv2d", "convolution"}
+
+
+def _float_parameters(ctx: RewriteContext, terms: list[fx.Node]) -> list[str]:
+    """The parameters of terms added to attention scores that are tables or constants of their
+    own (a relative position bias looked up at computed indices, a sink logit), not looking past
+    integer values; a term computed by a product from data (a projection of the stream) gives
+    none, its unit is not the rewrite's to declare."""
+    leaves, out = ctx.ug.traced.leaves, set()
+    for term in terms:
+        found: set[str] = set()
+        stack, seen = [term], {term}
+        while stack:
+            n = stack.pop()
+            val = n.meta.get("val")
+            if not (isinstance(val, torch.Tensor) and val.is_floating_point()):
+                continue
+            if base_name(n) in _PRODUCTS:
+                found = set()
+                break
+            leaf = leaves.get(n.name) if n.op == "placeholder" else None
+            if leaf is not None and leaf.kind == "param":
+                found.add(leaf.name)
+            for p in n.all_input_nodes:
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        out |= found
+    return sorted(out)
+
+
+def _pre_activation(ctx: RewriteContext, n: fx.Node,
+                    memo: dict[fx.Node, bool]) -> tuple[fx.Node | None, list[fx.Node]]:
+    """The one input-dependent value an activation's argument is an elementwise function of,
+    and the parameter terms combined with it (a gain, a bias: ``sigmoid(g * s^2)``,
+    ``softplus(dt + dt_bias)``). Sizes (a view's symbolic shape) are neither."""
     mod = module_path(n)
     stack, seen, sources = [n], {n}, set()
     while stack:
@@ -446,10 +554,11 @@ def _pre_activation(n: fx.Node) -> fx.Node | None:
             seen.add(p)
             if module_path(p) == mod and base_name(p) in _ELEMENTWISE and p.op == "call_function":
                 stack.append(p)
-            else:
+            elif isinstance(p.meta.get("val"), torch.Tensor) or p.op == "get_attr":
                 sources.add(p)
-    sources = {s for s in sources if s.op not in ("get_attr",)}
-    return next(iter(sources)) if len(sources) == 1 else None
+    data = [s for s in sources if s.op != "get_attr" and _data_dependent(ctx, s, memo)]
+    terms = sorted((s for s in sources if s not in data), key=lambda s: s.name)
+    return (data[0] if len(data) == 1 else None), terms
 
 
 def _caps_logits(node: fx.Node, depth: int = 8) -> bool:
@@ -462,20 +571,27 @@ def _caps_logits(node: fx.Node, depth: int = 8) -> bool:
             for u in n.users:
                 if record(u).violation == "UC301":
                     return True
-                if base_name(u) in MOVEMENT_OPS or (base_name(u) in ("mul", "div") and any(_scalar(a) for a in u.args)):
+                if base_name(u) in MOVEMENT_OPS or (base_name(u) in ("mul", "div") and any(scalar(a) for a in u.args)):
                     nxt.append(u)
         frontier = nxt
     return False
 
 
 def activations(ctx: RewriteContext) -> None:
-    """act(a) -> act(C(a)); for a gated MLP silu(C(a)) = C(a) sigmoid(C(a)), the normalised gate."""
+    """act(a) -> act(C(a)); for a gated MLP silu(C(a)) = C(a) sigmoid(C(a)), the normalised gate.
+    Parameter terms combined with ``a`` stay (``sigmoid(C(g) * s^2)``, ``softplus(C(dt) +
+    dt_bias)``): the lint then binds each to the unit that keeps the argument dimensionless."""
     done: set[fx.Node] = set()
+    memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         if record(n).violation != "UC202" or _caps_logits(n):
             continue
-        a = _pre_activation(n)
+        a, terms = _pre_activation(ctx, n, memo)
         mod = module_path(n)
+        if _of_logits(ctx, n, memo):  # C over a statistic's last axis would mix tokens
+            ctx.note("activations", f"{base_name(n)}@{mod}", "unchanged: its argument is a statistic of attention "
+                     "logits the attention rules made dimensionless")
+            continue
         if a is None:
             ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
             continue
@@ -486,29 +602,56 @@ def activations(ctx: RewriteContext) -> None:
         users = [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]
         for u in users:
             u.replace_input_with(a, ca)
-        ctx.note("activations", f"{base_name(n)}({describe(a)})", f"{base_name(n)}(C(a))")
+        params = _parameters_of(ctx, terms)
+        for name in params:
+            ctx.declare(name)
+        kept = f" (parameter terms kept, declared dimensionless: {', '.join(params)})" if params else ""
+        ctx.note("activations", f"{base_name(n)}({describe(a)})", f"{base_name(n)}(C(a)){kept}")
 
 
-def _scalar(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _projection(node: Any) -> fx.Node | None:
+def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None) -> fx.Node | None:
     """The linear map a logit-like value comes from, looking through moves and casts, a scaling
-    by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``) and
-    a soft cap (Gemma-2's ``cap * tanh(logits / cap)``)."""
+    by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``), a
+    soft cap (Gemma-2's ``cap * tanh(logits / cap)``), the values a top-k selected, and a scaling
+    by a value ``constant`` says holds no input (Dory's learned ``logits * logit_scale``), collected in ``terms``."""
     while isinstance(node, fx.Node):
         name = base_name(node)
         if name in ("linear", "matmul", "mm"):
             return node
-        scaled = name in ("mul", "div") and len(node.args) == 2 and _scalar(node.args[1])
-        if name in MOVEMENT_OPS or name == "tanh" or scaled:
+        scaled = name in ("mul", "div") and len(node.args) == 2 and scalar(node.args[1])
+        if name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
+                and base_name(node.args[0]) in ("topk", "sort", "max", "min"):
+            node = node.args[0].args[0]  # the values a top-k chose (Cohere2-MoE routes, then softmaxes)
+        elif name in MOVEMENT_OPS or name == "tanh" or scaled:
             node = node.args[0]
-        elif name == "mul" and len(node.args) == 2 and _scalar(node.args[0]):
+        elif name == "mul" and len(node.args) == 2 and scalar(node.args[0]):
+            node = node.args[1]
+        elif name in ("mul", "div") and len(node.args) == 2 and constant is not None \
+                and isinstance(node.args[1], fx.Node) and constant(node.args[1]):
+            if terms is not None:
+                terms.append(node.args[1])
+            node = node.args[0]
+        elif name == "mul" and len(node.args) == 2 and constant is not None \
+                and isinstance(node.args[0], fx.Node) and constant(node.args[0]):
+            if terms is not None:
+                terms.append(node.args[0])
             node = node.args[1]
         else:
             return None
     return None
+
+
+def _stacked_projections(node: Any) -> list[fx.Node] | None:
+    """Per-position heads stacked into one logits tensor (CSM's codebook heads:
+    ``stack([linear(h[:, i], W_i) for i])``): each part's own linear projection, or None."""
+    while isinstance(node, fx.Node) and base_name(node) in MOVEMENT_OPS and base_name(node) not in ("stack", "cat"):
+        node = node.args[0]
+    if not (isinstance(node, fx.Node) and base_name(node) in ("stack", "cat") and isinstance(node.args[0], (list, tuple))):
+        return None
+    parts = [_projection(p) for p in node.args[0]]
+    if not parts or any(p is None or base_name(p) != "linear" for p in parts):
+        return None
+    return parts  # type: ignore[return-value]
 
 
 def _on_stream(ctx: RewriteContext, h: Any) -> bool:
@@ -541,11 +684,23 @@ def _dimensionless_linear(ctx: RewriteContext, src: fx.Node, gain_name: str, why
 
 def logits(ctx: RewriteContext) -> None:
     """lm_head(h) -> gain * C(h) . C(W)^T / sqrt(d): the canonical stream, or C of what an MLM
-    head's transform computes from it; a constant scaling or soft cap after it stays."""
+    head's transform computes from it; a constant scaling or soft cap after it stays, and so does
+    a learned scaling (its parameters declared dimensionless)."""
+    memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         if record(n).violation != "UC301":
             continue
-        src = _projection(n.args[0])
+        terms: list[fx.Node] = []
+        src = _projection(n.args[0], lambda x: not _data_dependent(ctx, x, memo), terms)
+        parts = _stacked_projections(n.args[0]) if src is None else None
+        if parts:
+            for i, part in enumerate(parts):
+                name, k = f"logit_gain_{i}", 1
+                while name in ctx.new_params:
+                    name, k = f"logit_gain_{i}_{k}", k + 1
+                ctx.note("logits", f"{describe(part)} (one of {len(parts)} stacked heads)",
+                         _dimensionless_linear(ctx, part, name, "learnable logit gain, init 1"))
+            continue
         if src is None:
             ctx.skip(module_path(n), "the logits are not a linear projection of the stream")
             continue
@@ -553,7 +708,12 @@ def logits(ctx: RewriteContext) -> None:
             ctx.skip(module_path(src), "a matmul head is not rewritten (use nn.Linear)")
             continue
         name = "logit_gain" if "logit_gain" not in ctx.new_params else f"logit_gain_{len(ctx.new_params)}"
-        ctx.note("logits", describe(src), _dimensionless_linear(ctx, src, name, "learnable logit gain, init 1"))
+        after = _dimensionless_linear(ctx, src, name, "learnable logit gain, init 1")
+        params = _parameters_of(ctx, terms)
+        for p in params:
+            ctx.declare(p)
+        kept = f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
+        ctx.note("logits", describe(src), after + kept)
 
 
 def router_logits(ctx: RewriteContext) -> None:
@@ -619,4 +779,5 @@ def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = 
     for u in ctx.unhandled:
         by_module[u["module"]] += 1
     return GCTResult(traced, dict(ctx.new_params), ctx.log, ctx.unhandled, residuals,
-                     int(ctx.state.get("rewritten", 0)), dropped, time.perf_counter() - t0)
+                     int(ctx.state.get("rewritten", 0)), dropped, time.perf_counter() - t0,
+                     {k: v for k, v in ctx.declared.items() if k not in dropped})

@@ -16,7 +16,8 @@ the add); each summand is canonicalised the same way:
 
 A chain of slice writes into a value that is not a fresh tensor (``empty``, ``zeros``) is left
 and reported (its own unit would still differ from the parts'); a sum of a value and a
-broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after.
+broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after,
+and so is a bias added to attention scores on their way to a softmax (the attention rules' part).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..canonical import canonical
 from ..fxutil import base_name, module_path
 from ..record import record
 from ..units import Unit
-from .patterns import RewriteContext, describe, through_casts
+from .patterns import RewriteContext, attention_scores, describe, through_casts
 
 __all__ = ["mixed_parts"]
 
@@ -69,6 +70,24 @@ def _same_shape_terms(node: fx.Node) -> bool:
         and all(_weights(u) for u in units) and _weights(units[0]) != _weights(units[1])
 
 
+_SOFTMAX = {"softmax", "_softmax", "_safe_softmax"}
+
+
+def _biased_scores(node: fx.Node, depth: int = 6) -> bool:
+    """Attention scores plus a bias on their way to a softmax (CPM-Ant's shared relative
+    position bias, its unit bound in the first layer and a mismatch in the next): the attention
+    rules make the scores dimensionless, and the bias follows; canonicalising the sum would
+    change the code's temperature."""
+    if attention_scores(node) is None:
+        return False
+    frontier = [node]
+    for _ in range(depth):
+        frontier = [u for n in frontier for u in n.users]
+        if any(base_name(u) in _SOFTMAX for u in frontier):
+            return True
+    return False
+
+
 def _canonical_before(ctx: RewriteContext, part: fx.Node, user: fx.Node) -> fx.Node:
     with ctx.graph.inserting_before(user):
         c = ctx.graph.call_function(canonical, (part,))
@@ -88,7 +107,7 @@ def mixed_parts(ctx: RewriteContext) -> None:
         if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, "slice_scatter") or not n.users:
             continue
         if name in _SUMS:
-            if not _same_shape_terms(n):
+            if not _same_shape_terms(n) or _biased_scores(n):
                 continue  # a mask or bias added to scores: the attention rules' part, or left to lint
             n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
             count = 2

@@ -16,10 +16,10 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..fxutil import IDENTITY_OPS, base_name, module_path
+from ..fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, module_path
 from ..unitgraph import UnitGraph
 
-__all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "set_attr"]
+__all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "set_attr", "attention_scores", "scalar"]
 
 
 
@@ -40,6 +40,7 @@ class RewriteContext:
     log: list[str] = field(default_factory=list)
     unhandled: list[dict[str, str]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
+    declared: dict[str, str] = field(default_factory=dict)  # existing parameters -> their unit now
 
     @property
     def graph(self) -> fx.Graph:
@@ -50,6 +51,11 @@ class RewriteContext:
 
     def skip(self, module: str, reason: str) -> None:
         self.unhandled.append({"module": module or "<root>", "reason": reason})
+
+    def declare(self, name: str, unit: str = "1") -> None:
+        """An existing parameter the rewrite gives a unit by construction (a gain inside a
+        canonicalised activation argument); the generated ``__units__`` declares it."""
+        self.declared[name] = unit
 
     def param(self, name: str, value: torch.Tensor, why: str) -> fx.Node:
         """A new dimensionless learnable parameter, referenced by a get_attr node."""
@@ -110,3 +116,39 @@ def users_through_casts(node: fx.Node) -> Iterable[fx.Node]:
 
 def describe(node: fx.Node) -> str:
     return f"{base_name(node)}@{module_path(node) or '<root>'}"
+
+
+def scalar(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def attention_scores(node: Any, constant: Callable[[fx.Node], bool] | None = None,
+                     terms: list[fx.Node] | None = None, path: list[fx.Node] | None = None) -> fx.Node | None:
+    """The q . k^T product explicit attention code feeds its softmax, looking through moves,
+    casts, a constant scaling, a soft cap (Gemma-2's tanh), a mask or bias added (the one
+    operand that holds the product), a multiplicative mask that ``constant`` says holds no
+    input (GPT's ``w * b + -1e4 * (1 - b)``) and a join with learned sink logits (``cat([w,
+    sinks])``). The operands added or joined to the scores on the way are put in ``terms``, the
+    values on the way from the scores (the logits at each step) in ``path``."""
+    while isinstance(node, fx.Node):
+        if path is not None:
+            path.append(node)
+        name = base_name(node)
+        if name in ("matmul", "bmm", "baddbmm"):
+            return node
+        if name in ("mul", "div") and len(node.args) == 2 and scalar(node.args[1]) or name in MOVEMENT_OPS or name == "tanh":
+            node = node.args[0]
+        elif name in ("add", "sub", "masked_fill", "where", "mul", "cat"):
+            operands: Any = node.args[0] if name == "cat" else node.args
+            found = [a for a in operands if isinstance(a, fx.Node) and attention_scores(a, constant) is not None]
+            if len(found) != 1:
+                return None
+            if name == "mul" and not all(constant is not None and constant(a) for a in node.args
+                                         if isinstance(a, fx.Node) and a is not found[0]):
+                return None  # a product with another input-dependent value is not a mask
+            if terms is not None and name != "mul":
+                terms.extend(a for a in operands if isinstance(a, fx.Node) and a is not found[0])
+            node = found[0]
+        else:
+            return None
+    return None
