@@ -569,3 +569,24 @@ def test_a_tower_the_example_never_places_is_gauge() -> None:
     placed = oracle.verify(TextOnlyExample(), (torch.tensor([[1, 7, 3, 7]]), torch.randn(4, 4), labels),
                            with_fingerprint=True)
     assert placed.ok and any(not r.predicted_gauge for r in placed.fingerprint or [] if "audio" in r.generator)
+
+
+class ParallelUpdate(nn.Module):
+    """GCT's orthogonalised update of an update parallel to the stream: the difference is zero
+    in exact arithmetic (float64 noise, which a later normaliser amplifies)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        h = h / h.norm(dim=-1, keepdim=True)
+        u = 1.7 * h
+        orth = u - (u * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+        return torch.rms_norm(orth, [4], eps=1e-6) * 3.0 + h
+
+
+def test_rounding_noise_and_what_a_normaliser_makes_of_it_follow_no_law() -> None:
+    torch.manual_seed(0)
+    _verified(ParallelUpdate(), torch.randn(3, 4), fingerprint=False)
