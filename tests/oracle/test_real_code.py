@@ -590,3 +590,11 @@ class ParallelUpdate(nn.Module):
 def test_rounding_noise_and_what_a_normaliser_makes_of_it_follow_no_law() -> None:
     torch.manual_seed(0)
     _verified(ParallelUpdate(), torch.randn(3, 4), fingerprint=False)
+
+
+def test_a_graph_too_large_for_the_oracle_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", "0.000001")  # about 1 KiB
+    with pytest.raises(oracle.OracleError, match="would hold about"):
+        oracle.verify(IndicesFromValues(), torch.randn(64, 4))
+    monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", "1")
+    oracle.verify(ParallelUpdate(), torch.randn(64, 4))

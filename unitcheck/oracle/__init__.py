@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import random
 from typing import Any
 
@@ -100,6 +101,7 @@ def verify_graph(
     seed: int = 0,
 ) -> OracleResult:
     """The oracle on an already inferred float64 unit graph (see :func:`prepare`)."""
+    _fits_in_memory(ug)
     rng = random.Random(seed)
     res = OracleResult()
     if "local" in modes:
@@ -112,6 +114,30 @@ def verify_graph(
         res.fingerprint, bad = fingerprint_checked(ug)
         res.disagreements.extend(bad)
     return res
+
+
+def memory_budget() -> int:
+    """Bytes the oracle may hold: ``UNITCHECK_ORACLE_MEMORY_GB``, else half the machine's memory."""
+    env = os.environ.get("UNITCHECK_ORACLE_MEMORY_GB")
+    if env:
+        return int(float(env) * 2**30)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
+        return 8 * 2**30
+
+
+def _fits_in_memory(ug: UnitGraph) -> None:
+    """Global mode holds every node's float64 value and gradient for two runs: refuse up front,
+    in one line, what would otherwise end in the kernel's out-of-memory kill."""
+    values = sum(v.numel() for n in ug.graph.nodes for v in pytree.tree_leaves(n.meta.get("val"))
+                 if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+                 and isinstance(v.numel(), int))
+    need = 4 * 8 * values
+    if need > memory_budget():
+        raise OracleError(f"the oracle would hold about {need / 2**30:.1f} GiB of float64 values "
+                          f"(budget {memory_budget() / 2**30:.1f} GiB, UNITCHECK_ORACLE_MEMORY_GB): "
+                          "verify a smaller configuration or shorter inputs")
 
 
 def fingerprint(model: nn.Module, example_inputs: Any, *, seed: int = 0, **infer_kw: Any) -> list[FingerprintRow]:
