@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ..fxutil import VIEW_OPS, base_name
 from ..infer import infer_units
 from ..unitgraph import UnitGraph
 from .compare import RTOL, close
@@ -130,7 +131,8 @@ def memory_budget() -> int:
 def _fits_in_memory(ug: UnitGraph) -> None:
     """Global mode holds every node's float64 value and gradient for two runs: refuse up front,
     in one line, what would otherwise end in the kernel's out-of-memory kill."""
-    values = sum(v.numel() for n in ug.graph.nodes for v in pytree.tree_leaves(n.meta.get("val"))
+    values = sum(v.numel() for n in ug.graph.nodes if base_name(n) not in VIEW_OPS  # views share storage
+                 for v in pytree.tree_leaves(n.meta.get("val"))
                  if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
                  and isinstance(v.numel(), int))
     need = 4 * 8 * values
