@@ -123,12 +123,19 @@ def unexercised(node: fx.Node, env: Env) -> bool:
     only one operand reaches the output, so a violation there can be neither confirmed nor
     refuted on these values."""
     values = [env.get(p) for p in node.all_input_nodes] + [env.get(node)]
-    if any(t.numel() == 0 for v in values for t in float_tensors(v)):
+    if any(_empty(v) for v in values):
         return True
     if base_name(node).rstrip("_") not in _SELECTING:
         return False  # an attention mask of all True still lets every operand through
     masks = [v for v in values[:-1] if isinstance(v, torch.Tensor) and v.dtype == torch.bool and v.numel() > 0]
     return any(bool(m.all()) or not bool(m.any()) for m in masks)
+
+
+def _empty(value: Any) -> bool:
+    """A value whose float tensors are all empty (a tuple such as eval batch norm's, with empty
+    statistics beside its output, is not)."""
+    ts = float_tensors(value)
+    return bool(ts) and all(t.numel() == 0 for t in ts)
 
 
 # ops whose boolean argument chooses which operand each element comes from
@@ -139,10 +146,7 @@ def live_inputs(node: fx.Node, env: Env) -> list[fx.Node]:
     """The inputs whose values reach the node's output on these values: all of them, less an
     empty float tensor, and, for an op that selects by a mask that is all True or all False,
     less the operand it never takes (``masked_scatter(x, none, src)`` is x)."""
-    def empty(p: fx.Node) -> bool:
-        return any(t.numel() == 0 for t in float_tensors(env.get(p)))
-
-    inputs = [p for p in node.all_input_nodes if not empty(p)]
+    inputs = [p for p in node.all_input_nodes if not _empty(env.get(p))]
     name = base_name(node).rstrip("_")
     if name not in _SELECTING or len(node.args) < 2:
         return inputs
