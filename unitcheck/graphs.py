@@ -83,19 +83,7 @@ _SOFTMAX = frozenset({"softmax", "_softmax", "_safe_softmax", "log_softmax", "_l
 def _feeds_softmax(node: fx.Node, depth: int = 6) -> bool:
     """Is ``node`` normalised by a softmax, through masks, scalings, moves and a join with sink
     logits?"""
-    frontier, seen = list(node.users), set()
-    for _ in range(depth):
-        nxt: list[fx.Node] = []
-        for u in frontier:
-            if u in seen:
-                continue
-            seen.add(u)
-            if base_name(u) in _SOFTMAX:
-                return True
-            if base_name(u) in _WEIGHT_PATH or base_name(u) == "cat":
-                nxt.extend(u.users)
-        frontier = nxt
-    return False
+    return any(base_name(u) in _SOFTMAX for u in users_through_views(node, depth, through=frozenset({"cat"})))
 
 
 def stream_source(node: fx.Node) -> fx.Node:
@@ -141,8 +129,9 @@ def residual_adds(graph: fx.Graph) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
 _WEIGHT_PATH = MOVEMENT_OPS | {"masked_fill", "where", "add", "sub", "div", "mul", "native_dropout"}
 
 
-def users_through_views(node: fx.Node, depth: int = 6) -> list[fx.Node]:
-    """Consumers of ``node``, looking through views, masks and scalings (attention-weights code)."""
+def users_through_views(node: fx.Node, depth: int = 6, through: frozenset[str] = frozenset()) -> list[fx.Node]:
+    """Consumers of ``node``, looking through views, masks and scalings (attention-weights code),
+    and through the ops named in ``through``."""
     out: list[fx.Node] = []
     frontier = list(node.users)
     seen: set[fx.Node] = set()
@@ -153,7 +142,7 @@ def users_through_views(node: fx.Node, depth: int = 6) -> list[fx.Node]:
                 continue
             seen.add(u)
             out.append(u)
-            if base_name(u) in _WEIGHT_PATH:
+            if base_name(u) in _WEIGHT_PATH or base_name(u) in through:
                 nxt.extend(u.users)
         frontier = nxt
         if not frontier:
