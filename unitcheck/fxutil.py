@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from torch.utils import _pytree as pytree
 from .diagnostics import Location
 
 __all__ = [
-    "ROOT", "generated_module_paths", "restore_module_paths", "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
+    "ROOT", "ancestors", "generated_module_paths", "restore_module_paths", "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
     "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value",
 ]
 
@@ -177,3 +178,17 @@ def is_index_value(x: Any) -> bool:
     if isinstance(x, torch.Tensor):
         return not (x.is_floating_point() or x.is_complex())
     return isinstance(x, (int, bool, torch.SymInt, torch.SymBool))
+
+
+def ancestors(nodes: Iterable[fx.Node], inputs: Callable[[fx.Node], Iterable[fx.Node]] | None = None) -> set[fx.Node]:
+    """``nodes`` and every node they are computed from (``inputs(n)``: the inputs to follow,
+    all of them by default)."""
+    follow = inputs or (lambda n: n.all_input_nodes)
+    seen = set(nodes)
+    stack = list(seen)
+    while stack:
+        for p in follow(stack.pop()):
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return seen

@@ -26,6 +26,7 @@ import torch
 import torch.autograd.forward_ad as fwad
 import torch.fx as fx
 
+from ..fxutil import ancestors
 from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
@@ -41,13 +42,7 @@ EPS64 = torch.finfo(torch.float64).eps
 
 def _feeding(node: fx.Node, env: Mapping[fx.Node, Any]) -> set[fx.Node]:
     """The node and every node whose value reaches it on this run (see :func:`live_inputs`)."""
-    seen, stack = {node}, [node]
-    while stack:
-        for p in live_inputs(stack.pop(), env):
-            if p not in seen:
-                seen.add(p)
-                stack.append(p)
-    return seen
+    return ancestors([node], lambda n: live_inputs(n, env))
 
 
 def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any]) -> set[str]:

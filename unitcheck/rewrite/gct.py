@@ -31,7 +31,7 @@ from torch import nn
 
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
-from ..fxutil import MOVEMENT_OPS, base_name, module_path
+from ..fxutil import MOVEMENT_OPS, ancestors, base_name, module_path
 from ..graphs import is_ancestor, residual_adds, stream_source, topo_index, users_through_views
 from ..infer import run_inference, trace_for_inference
 from ..record import record
@@ -495,17 +495,9 @@ def _of_logits(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> bo
 
 def _parameters_of(ctx: RewriteContext, terms: list[fx.Node]) -> list[str]:
     """The parameters (qualified names) parameter terms are computed from."""
-    leaves, out, stack, seen = ctx.ug.traced.leaves, set(), list(terms), set(terms)
-    while stack:
-        n = stack.pop()
-        leaf = leaves.get(n.name) if n.op == "placeholder" else None
-        if leaf is not None and leaf.kind == "param":
-            out.add(leaf.name)
-        for p in n.all_input_nodes:
-            if p not in seen:
-                seen.add(p)
-                stack.append(p)
-    return sorted(out)
+    leaves = ctx.ug.traced.leaves
+    found = (leaves.get(n.name) for n in ancestors(terms) if n.op == "placeholder")
+    return sorted({leaf.name for leaf in found if leaf is not None and leaf.kind == "param"})
 
 
 _PRODUCTS = {"linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "einsum", "conv1d", "conv2d", "convolution"}
