@@ -598,3 +598,37 @@ def test_a_graph_too_large_for_the_oracle_is_refused_in_one_line(monkeypatch: py
         oracle.verify(IndicesFromValues(), torch.randn(64, 4))
     monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", "1")
     oracle.verify(ParallelUpdate(), torch.randn(64, 4))
+
+
+class TopQueries(nn.Module):
+    """Informer-style ProbSparse attention: a context of mean values, its top-u rows overwritten
+    by attention outputs (``context[rows, top] = attn``). The output rows' units differ (a UC101
+    in index_put); with u as large as the sequence every row is overwritten and the mean never
+    reaches the output."""
+
+    def __init__(self, top: int) -> None:
+        super().__init__()
+        self.top = top
+        self.v = nn.Linear(4, 4, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = self.v(x)
+        context = v.mean(-2, keepdim=True).expand_as(v).clone()
+        scores = (x @ x.transpose(-1, -2)).softmax(-1)
+        top = scores.amax(-1).topk(self.top, dim=-1).indices
+        rows = torch.arange(x.shape[0])[:, None]
+        context[rows, top] = scores[rows, top] @ v
+        return context
+
+
+@pytest.mark.parametrize("top", [2, 5])
+def test_an_index_put_that_overwrites_every_row_is_unexercised(top: int) -> None:
+    torch.manual_seed(0)
+    res = oracle.verify(TopQueries(top), torch.randn(2, 5, 4))
+    assert res.ok, [str(d) for d in res.disagreements]
+    assert res.violations >= 1
+    if top == 5:  # every row overwritten: the mixing cannot be confirmed on these values
+        assert any("index_put" in u for u in res.unexercised), res.unexercised
+    else:
+        assert not res.unexercised
+    assert res.confirmed == res.violations

@@ -125,10 +125,8 @@ def unexercised(node: fx.Node, env: Env) -> bool:
     values = [env.get(p) for p in node.all_input_nodes] + [env.get(node)]
     if any(_empty(v) for v in values):
         return True
-    if base_name(node).rstrip("_") not in _SELECTING:
-        return False  # an attention mask of all True still lets every operand through
-    masks = [v for v in values[:-1] if isinstance(v, torch.Tensor) and v.dtype == torch.bool and v.numel() > 0]
-    return any(bool(m.all()) or not bool(m.any()) for m in masks)
+    choice = _choice(node, env)
+    return choice is not None and (bool(choice[0].all()) or not bool(choice[0].any()))
 
 
 def _empty(value: Any) -> bool:
@@ -147,24 +145,47 @@ def live_inputs(node: fx.Node, env: Env) -> list[fx.Node]:
     empty float tensor, and, for an op that selects by a mask that is all True or all False,
     less the operand it never takes (``masked_scatter(x, none, src)`` is x)."""
     inputs = [p for p in node.all_input_nodes if not _empty(env.get(p))]
-    name = base_name(node).rstrip("_")
-    if name not in _SELECTING or len(node.args) < 2:
+    choice = _choice(node, env)
+    if choice is None:
         return inputs
-    pos = [a for a in node.args if isinstance(a, fx.Node)]
-    mask_node = node.args[0 if name == "where" else 1]
-    if not isinstance(mask_node, fx.Node):
-        return inputs
-    m = env.get(mask_node)
-    if not (isinstance(m, torch.Tensor) and m.dtype == torch.bool and m.numel() > 0):
-        return inputs
-    everywhere, nowhere = bool(m.all()), not bool(m.any())
+    taken, when_true, when_false = choice
+    everywhere, nowhere = bool(taken.all()), not bool(taken.any())
     if not (everywhere or nowhere):
         return inputs
-    # where(mask, a, b); masked_fill/masked_scatter(x, mask, value): the operand never taken
-    taken_when_true = node.args[1] if name == "where" else (node.args[2] if len(node.args) > 2 else None)
-    taken_when_false = node.args[2] if name == "where" else node.args[0]
-    dropped = taken_when_false if everywhere else taken_when_true
+    dropped = when_false if everywhere else when_true
+    pos = [a for a in node.args if isinstance(a, fx.Node)]
     return [p for p in inputs if p is not dropped or p in pos and pos.count(p) > 1]
+
+
+def _choice(node: fx.Node, env: Env) -> tuple[torch.Tensor, Any, Any] | None:
+    """For an op that takes each output element from one of two operands: where it takes the
+    first (a boolean tensor), the operand it takes there, and the one it takes elsewhere.
+    ``where(mask, a, b)``; ``masked_fill``/``masked_scatter(x, mask, value)``; and
+    ``index_put(x, indices, values)``, which takes ``values`` where the indices land (Informer's
+    ``context[rows, top] = attn`` overwrites every row when u reaches the sequence length)."""
+    name = base_name(node).rstrip("_")
+    if name not in _SELECTING or len(node.args) < 2:
+        return None
+    if name in ("index_put", "_unsafe_index_put"):
+        accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+        dest, indices = env.get(node.args[0]), node.args[1]  # type: ignore[arg-type]
+        if accumulate or len(node.args) < 3 or not isinstance(dest, torch.Tensor) or not isinstance(indices, (list, tuple)):
+            return None
+        idx = [env.get(i) if isinstance(i, fx.Node) else i for i in indices]
+        try:
+            landed = torch.zeros(dest.shape, dtype=torch.bool).index_put_(tuple(idx), torch.tensor(True))
+        except (RuntimeError, IndexError, TypeError):
+            return None
+        return landed, node.args[2], node.args[0]
+    mask_node = node.args[0 if name == "where" else 1]
+    m = env.get(mask_node) if isinstance(mask_node, fx.Node) else None
+    if not (isinstance(m, torch.Tensor) and m.dtype == torch.bool and m.numel() > 0):
+        return None
+    if name == "masked_select":
+        return None
+    when_true = node.args[1] if name == "where" else (node.args[2] if len(node.args) > 2 else None)
+    when_false = node.args[2] if name == "where" else node.args[0]
+    return m, when_true, when_false
 
 
 def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2: Mapping[str, float]) -> bool:
