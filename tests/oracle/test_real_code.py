@@ -632,3 +632,89 @@ def test_an_index_put_that_overwrites_every_row_is_unexercised(top: int) -> None
     else:
         assert not res.unexercised
     assert res.confirmed == res.violations
+
+
+class LayerScaled(nn.Module):
+    """ConvNeXt/CaiT-style: a residual branch multiplied by a learned layer scale initialised
+    tiny. The stream's scale still reaches the loss through ``h + gamma * f(norm(h))``, damped
+    by gamma (1e-3 gamma of the sensitivity here, the norms without eps so that only gamma acts):
+    small, not zero, and it must not fall under the gauge threshold (1e-7 called it gauge)."""
+
+    def __init__(self, gamma: float) -> None:
+        super().__init__()
+        self.down = nn.Linear(6, 8, bias=False)
+        self.norm = nn.LayerNorm(8, eps=0.0)
+        self.fc = nn.Linear(8, 8)
+        self.gamma = nn.Parameter(torch.full((8,), gamma))
+        self.out_norm = nn.LayerNorm(8, eps=0.0)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.down(x)
+        h = h + self.gamma * F.gelu(self.fc(self.norm(h)))
+        return F.cross_entropy(self.head(self.out_norm(h)), y)
+
+
+@pytest.mark.parametrize("gamma", [1e-4, 1e-6])
+def test_a_tiny_layer_scale_is_not_called_gauge(gamma: float) -> None:
+    torch.manual_seed(0)
+    res = _verified(LayerScaled(gamma), (torch.randn(4, 6), torch.tensor([0, 1, 2, 0])))
+    row = next(r for r in res.fingerprint or [] if r.generator == "p:down.weight")
+    assert not row.predicted_gauge and row.match and row.measured < 1e-3 * gamma * 10
+
+
+class ThresholdRouting(nn.Module):
+    """BLT's entropy patcher, DeepSeek-V4's indexer: a projection whose only way to the loss is a
+    discrete choice (a threshold here, top-k indices there). The threshold is a UC103 and the
+    rescaled model chooses otherwise, but the loss is locally constant along the projection's
+    scale: D_g L is exactly 0, so the fingerprint predicts gauge."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = nn.Linear(4, 1, bias=False)
+        self.a = nn.Linear(4, 4, bias=False)
+        self.head = nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        choose = self.gate(x) > 0.1
+        h = self.a(x)
+        h = torch.where(choose, h, 2.0 * h)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return F.cross_entropy(self.head(h), y)
+
+
+def test_a_projection_that_reaches_the_loss_only_through_a_choice_is_gauge() -> None:
+    torch.manual_seed(0)
+    res = _verified(ThresholdRouting(), (torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])))
+    assert res.violations >= 1
+    row = next(r for r in res.fingerprint or [] if r.generator == "p:gate.weight")
+    assert row.predicted_gauge and row.rate == 0.0 and row.match
+
+
+class PostNormBranch(nn.Module):
+    """OLMo-2-style: each branch normalised before it joins the stream, ``h + norm(W h)``. W is a
+    gauge direction only with the norm's eps rescaled alongside it, so the floors' share of D_g L
+    cancels the weights' share exactly and its truncation error is all that is left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(7, 8)
+        self.branch = nn.Linear(8, 8, bias=False)
+        with torch.no_grad():  # a small branch, so that eps is a fair share of its mean square
+            self.branch.weight.mul_(0.01)
+        self.gain = nn.Parameter(torch.ones(8))
+        self.head = nn.Linear(8, 7, bias=False)
+
+    def forward(self, ids: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        b = self.branch(h)
+        h = h + b * torch.rsqrt(b.pow(2).mean(-1, keepdim=True) + 1e-5) * self.gain
+        return F.cross_entropy(self.head(h).flatten(0, 1), y.flatten())
+
+
+def test_a_normalised_branch_is_gauge_to_the_floors_own_precision() -> None:
+    torch.manual_seed(0)
+    ids = torch.randint(0, 7, (2, 5))
+    res = _verified(PostNormBranch(), (ids, ids.roll(1, -1)))
+    row = next(r for r in res.fingerprint or [] if r.generator == "p:branch.weight")
+    assert row.predicted_gauge and row.methods["floors"] != 0.0 and row.measured < 1e-11, row

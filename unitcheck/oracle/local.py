@@ -173,7 +173,7 @@ def _choice(node: fx.Node, env: Env) -> tuple[torch.Tensor, Any, Any] | None:
             return None
         idx = [env.get(i) if isinstance(i, fx.Node) else i for i in indices]
         try:
-            landed = torch.zeros(dest.shape, dtype=torch.bool).index_put_(tuple(idx), torch.tensor(True))
+            landed = torch.zeros(dest.shape, dtype=torch.bool).index_put_(tuple(idx), torch.tensor(True))  # type: ignore[arg-type]
         except (RuntimeError, IndexError, TypeError):
             return None
         return landed, node.args[2], node.args[0]

@@ -33,7 +33,7 @@ class FingerprintRow:
     predicted_gauge: bool
     measured: float  # |D_g L| / sum_W |u_g(W)| ||W|| ||grad_W L||, floors carried
     weights_only: float  # the same with sum_W u_g(W) <W, grad_W L> (no floors), as in the paper
-    threshold: float  # 1e-7 plus the measurement's own rounding, in the same ratio
+    threshold: float  # 1e-11 plus the measurement's own rounding, in the same ratio
     rate: float = 0.0  # D_g L itself
     methods: dict[str, float] = field(default_factory=dict)  # backprop, floors, jvp, finite_difference
     methods_agree: bool = True
