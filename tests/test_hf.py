@@ -344,6 +344,20 @@ def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str) -> None:
 
 
 @needs_hf
+@pytest.mark.parametrize(("model_type", "token"), [("deepseek_vl", "image_token_id"), ("glmasr", "audio_token_id")])
+def test_media_tokens_are_counted_where_the_tower_is(model_type: str, token: str) -> None:
+    """DeepSeek-VL keeps ``get_image_features`` on its inner model; GLM-ASR's audio features are
+    the frames its mask keeps (a count fake tensors cannot give). Both check tokens against
+    features, so the example must carry one token per feature or the model rejects it."""
+    from unitcheck import hf
+
+    model, inputs = hf.build(model_type, device="cpu")
+    assert int((inputs["input_ids"] == getattr(model.config, token)).sum()) > 0
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
 def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() -> None:
     """Default configs that only checkpoints complete: per-layer lists left None (LFM2-MoE's
     ``layer_types``; DeepSeek-OCR2's ``mlp_layer_types``, filled with the kind its code compares

@@ -21,6 +21,7 @@ fake meta tensors, the way ``torch.export`` runs it, is built.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import difflib
 import importlib
@@ -876,8 +877,12 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                 layouts.append(("input_ids+pixel_values (frames)", {**base, "pixel_values": _video(cfg, image["pixel_values"])}))
         for audio in ("input_features", "input_values"):
             if audio in params and base:  # text-audio pairs (CLAP, CLVP...)
-                layouts.extend((f"input_ids+{name}", {**base, **inputs})
-                               for name, inputs in _audio_layouts(cfg, audio, batch, g))
+                pairs = _audio_layouts(cfg, audio, batch, g)
+                if audio == "input_features" and pairs and (only is None or only == _AUDIO_TOKENS):
+                    with_tokens = _audio_text(model, cfg, ids, pairs[0][1], params)
+                    if with_tokens is not None:
+                        layouts.append((_AUDIO_TOKENS, with_tokens))
+                layouts.extend((f"input_ids+{name}", {**base, **inputs}) for name, inputs in pairs)
         if base:
             layouts.append(("input_ids", base))
             books = _find(cfg, "num_codebooks")
@@ -1110,44 +1115,95 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
 
 
 _IMAGE_TOKENS = "input_ids+pixel_values (image tokens)"
-_NO_IMAGE_COUNT: set[str] = set()  # model classes whose image features cannot be counted on fake tensors
+_AUDIO_TOKENS = "input_ids+input_features (audio tokens)"
+# (model class, kind) whose image or audio features cannot be counted on fake tensors
+_NO_MEDIA_COUNT: set[tuple[str, str]] = set()
 
 
 def _image_text(model: nn.Module, ids: torch.Tensor, image: dict[str, Any], token: Any) -> dict[str, Any] | None:
-    """Text with as many image tokens as the vision tower yields features (counted on meta)."""
-    get = getattr(model, "get_image_features", None)
-    if not _is_int(token) or get is None or type(model).__name__ in _NO_IMAGE_COUNT:
+    """Text with as many image tokens as the vision tower yields features."""
+    return _media_text(model, ids, image, token, "image")
+
+
+def _audio_text(model: nn.Module, cfg: Any, ids: torch.Tensor, audio: dict[str, Any],
+                params: Collection[str]) -> dict[str, Any] | None:
+    """Text with as many audio tokens as the audio tower yields features (GLM-ASR, MOSS: the
+    model checks the two counts match), the features' mask all ones."""
+    token = _find(cfg, "audio_token_id", "audio_token_index")
+    feats = next((v for v in audio.values() if isinstance(v, torch.Tensor) and v.dim() == 3), None)
+    if feats is None:
+        return None
+    media = dict(audio)
+    for mask in ("input_features_mask", "feature_attention_mask"):
+        if mask in params:
+            media[mask] = torch.ones(feats.shape[0], feats.shape[-1], dtype=torch.long)
+    return _media_text(model, ids, media, token, "audio")
+
+
+def _feature_getter(model: nn.Module, kind: str) -> Any:
+    """``get_<kind>_features`` of the model or of its inner ``model`` (Janus, DeepSeek-VL keep
+    it there)."""
+    for owner in (model, getattr(model, "model", None)):
+        get = getattr(owner, f"get_{kind}_features", None)
+        if callable(get):
+            return get
+    return None
+
+
+def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], token: Any, kind: str
+                ) -> dict[str, Any] | None:
+    """Text with as many ``kind`` tokens as the model's tower yields features for ``media``
+    (counted on fake tensors for a model on meta, by one real run of the tower otherwise)."""
+    get = _feature_getter(model, kind)
+    if not _is_int(token) or get is None or (type(model).__name__, kind) in _NO_MEDIA_COUNT:
         return None
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         on_meta = next((p.is_meta for p in model.parameters()), True)
+        count: int | None = None
         if on_meta:  # counted on fake tensors
             with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
                     _as_export():
-                feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in image.items()})
-        else:  # a real model (the oracle's) is counted by running its vision tower once
+                feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in media.items()})
+            try:
+                count = _feature_count(getattr(feats, "pooler_output", feats))
+            except Exception as err:  # rows kept by a mask (GLM-ASR): count them on a zeroed CPU copy
+                if "data-dependent" not in str(err) or sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:
+                    raise
+                real = copy.deepcopy(model).to_empty(device="cpu")
+                for t in [*real.parameters(), *real.buffers()]:
+                    if t.is_floating_point():
+                        t.data.zero_()
+                get = _feature_getter(real, kind)
+                on_meta = False
+        if not on_meta:  # a real model (the oracle's) is counted by running its tower once
             with torch.no_grad():
-                feats = get(**image)
+                feats = get(**media)
+            count = _feature_count(getattr(feats, "pooler_output", feats))
     except Exception as err:
         if any(k in f"{type(err).__name__}: {err}" for k in _SIZE_INDEPENDENT):
-            _NO_IMAGE_COUNT.add(type(model).__name__)
+            _NO_MEDIA_COUNT.add((type(model).__name__, kind))
         return None
-    feats = getattr(feats, "pooler_output", feats)
-    if isinstance(feats, (list, tuple)):
-        count = sum(int(f.shape[:-1].numel()) for f in feats if isinstance(f, torch.Tensor))
-    elif isinstance(feats, torch.Tensor):
-        count = int(feats.shape[:-1].numel())
-    else:
+    if count is None:
         return None
     batch, seq = ids.shape
-    per_image = count // batch
-    if per_image <= 0 or per_image > 4096:
+    per_item = count // batch
+    if per_item <= 0 or per_item > 4096 or per_item * batch != count:
         return None
     text = ids[:, : max(2, seq // 2)]
-    tokens = torch.full((batch, per_image), int(token), dtype=ids.dtype)
-    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **image}
+    tokens = torch.full((batch, per_item), int(token), dtype=ids.dtype)
+    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **media}
+
+
+def _feature_count(feats: Any) -> int | None:
+    """Feature vectors in a tower's output: a tensor's rows, or the sum over a list of them."""
+    if isinstance(feats, (list, tuple)):
+        return sum(int(f.shape[:-1].numel()) for f in feats if isinstance(f, torch.Tensor))
+    if isinstance(feats, torch.Tensor):
+        return int(feats.shape[:-1].numel())
+    return None
 
 
 def _decoder_inputs(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.Tensor, params: set[str]) -> None:
