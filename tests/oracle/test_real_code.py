@@ -718,3 +718,32 @@ def test_a_normalised_branch_is_gauge_to_the_floors_own_precision() -> None:
     res = _verified(PostNormBranch(), (ids, ids.roll(1, -1)))
     row = next(r for r in res.fingerprint or [] if r.generator == "p:branch.weight")
     assert row.predicted_gauge and row.methods["floors"] != 0.0 and row.measured < 1e-11, row
+
+
+class FaintBranch(nn.Module):
+    """MobileNet-V2's batch norms after a saturated ReLU6, distilled: a branch that mixes a
+    normalised value with the raw one (a UC101, so ``w`` is not gauge) and reaches the loss
+    scaled by 1e-14. Its whole effect is below the loss's own rounding, so only the chain rule
+    (backprop, and the floors' share node by node) can measure it; a difference of the loss
+    cannot tell it from gauge."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(7, 8)
+        self.w = nn.Linear(8, 8, bias=False)
+        self.head = nn.Linear(8, 7, bias=False)
+
+    def forward(self, ids: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        b = self.w(h)
+        n = b * torch.rsqrt(b.pow(2).mean(-1, keepdim=True) + 1e-6)
+        h = h + 1e-14 * (n + b)
+        return F.cross_entropy(self.head(h).flatten(0, 1), y.flatten())
+
+
+def test_a_branch_below_the_losss_rounding_is_measured_by_the_chain_rule() -> None:
+    torch.manual_seed(0)
+    ids = torch.randint(0, 7, (2, 5))
+    res = _verified(FaintBranch(), (ids, ids.roll(1, -1)))
+    row = next(r for r in res.fingerprint or [] if r.generator == "p:w.weight")
+    assert not row.predicted_gauge and row.match and abs(row.rate) < 1e-12 and row.threshold < 1e-6, row

@@ -5,8 +5,9 @@ or unknown op consumed a value whose unit involves g).
 
 The rate D_g L is measured three ways, in float64 end to end:
 
-- *backprop*: sum_W u_g(W) <W, grad_W L> (exact), plus the floors' share, a central difference
-  in the floors alone (they are tiny, so their share is small and smooth);
+- *backprop*: sum_W u_g(W) <W, grad_W L> (exact), plus the floors' share by the chain rule:
+  sum over floored nodes of <dL/dy, dy/dc>, dy/dc a central difference of the node alone with
+  only its eps rescaled (see :func:`_floors_rate`);
 - *jvp*: forward-mode AD along the leaves' scaling direction, which must equal the backprop sum;
 - *finite difference*: a central difference along the whole direction, leaves and floors (at
   h = 1e-4, then 1e-5 and 1e-6 where kinks the direction crosses make it err by O(h)).
@@ -23,6 +24,7 @@ downsampling convolutions), which a threshold of 1e-7 called gauge.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +38,7 @@ from ..unitgraph import UnitGraph
 from ..units import Unit
 from .global_ import scaled_leaves
 from .interp import run_graph, run_with_grads, scale, seeded
-from .local import live_inputs, unexercised
+from .local import live_inputs, run_alone, unexercised
 from .result import Disagreement, FingerprintRow, OracleError
 
 __all__ = ["fingerprint_graph", "fingerprint_checked"]
@@ -66,14 +68,48 @@ def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any]) ->
     return out
 
 
-def _floor_generators(ug: UnitGraph) -> set[str]:
-    gens: set[str] = set()
+def _floor_nodes(ug: UnitGraph) -> dict[fx.Node, set[str]]:
+    """Nodes with a floor (an eps) whose unit is not dimensionless, and the generators in it."""
+    out: dict[fx.Node, set[str]] = {}
     for n in ug.graph.nodes:
         for f in record(n).floors:
             u = f.unit()
-            if u is not None:
-                gens.update(u.generators())
-    return gens
+            if u is not None and not u.is_dimensionless:
+                out.setdefault(n, set()).update(u.generators())
+    return out
+
+
+def _outputs(node: fx.Node) -> list[tuple[fx.Node, int | None]]:
+    """Where a node's float outputs are: the node itself, and for a tuple (eval batch norm's) the
+    ``getitem`` users that take its parts."""
+    return [(node, None)] + [(u, int(u.args[1])) for u in node.users  # type: ignore[call-overload]
+                             if u.target is operator.getitem and isinstance(u.args[1], int)]
+
+
+def _floors_rate(ug: UnitGraph, env: Mapping[fx.Node, Any], grads: Mapping[fx.Node, torch.Tensor],
+                 nodes: Mapping[fx.Node, set[str]], gen: str, h: float) -> tuple[float, float]:
+    """The floors' share of D_g L and its rounding, by the chain rule: sum over floored nodes of
+    <dL/dy, dy/dc>, dy/dc a central difference of the node alone on its recorded inputs with
+    only its floors rescaled (at h and h/2, Richardson-extrapolated). Differencing the loss
+    instead cannot resolve a generator whose whole effect is below the loss's own rounding (a
+    batch norm after a saturated ReLU6 moves the loss by 1e-20)."""
+    rate = noise = 0.0
+    for node, gens in nodes.items():
+        if gen not in gens:
+            continue
+        ys = {c: run_alone(ug, node, env, None, floors={gen: c}) for c in (1 + h, 1 - h, 1 + h / 2, 1 - h / 2)}
+        for where, i in _outputs(node):
+            gr = grads.get(where)
+            if gr is None:
+                continue
+            part = {c: (y if i is None else y[i]) for c, y in ys.items()}
+            if not all(isinstance(v, torch.Tensor) and v.shape == gr.shape for v in part.values()):
+                continue
+            d1 = (part[1 + h] - part[1 - h]) / (2 * h)
+            d2 = (part[1 + h / 2] - part[1 - h / 2]) / h
+            rate += float((gr * (4 * d2 - d1) / 3).sum())
+            noise += 64 * EPS64 * float((gr.abs() * part[1 + h].abs()).sum()) / h
+    return rate, noise
 
 
 def _loss(ug: UnitGraph, leaves: Mapping[str, Any], floors: Mapping[str, float] | None) -> float:
@@ -83,32 +119,18 @@ def _loss(ug: UnitGraph, leaves: Mapping[str, Any], floors: Mapping[str, float] 
         return float(run_graph(ug.traced, leaves, factor, high=True)[ug.loss_node])
 
 
-def _along(ug: UnitGraph, leaves: dict[str, Any], members: list[tuple[str, float]], gen: str, c: float,
-           move_leaves: bool = True) -> float:
-    """The loss with the floors (and, with ``move_leaves``, every leaf carrying ``gen``) rescaled
-    by c^exponent."""
+def _along(ug: UnitGraph, leaves: dict[str, Any], members: list[tuple[str, float]], gen: str, c: float) -> float:
+    """The loss with the floors and every leaf carrying ``gen`` rescaled by c^exponent."""
     gmap = {gen: c}
     vals = dict(leaves)
-    if move_leaves:
-        for name, _ in members:
-            vals[name] = scale(leaves[name], unit_of(ug.node(name)), gmap)
+    for name, _ in members:
+        vals[name] = scale(leaves[name], unit_of(ug.node(name)), gmap)
     return _loss(ug, vals, gmap)
 
 
 def _central(ug: UnitGraph, leaves: dict[str, Any], members: list[tuple[str, float]], gen: str, h: float) -> float:
     """The central difference of the loss along the generator's direction, leaves and floors."""
     return (_along(ug, leaves, members, gen, 1 + h) - _along(ug, leaves, members, gen, 1 - h)) / (2 * h)
-
-
-def _floors_rate(ug: UnitGraph, leaves: dict[str, Any], members: list[tuple[str, float]], gen: str, h: float) -> float:
-    """The floors' share of D_g L: central differences at h and h/2, extrapolated (Richardson)
-    so that the O(h^2) truncation cancels. Alone it errs by about 1e-6 of the floors' share,
-    which beside a gauge direction's exact cancellation against the weights' share is a
-    spurious rate (1e-9 of the sensitivity in OLMo-2's normalised branches)."""
-    def diff(step: float) -> float:
-        return (_along(ug, leaves, members, gen, 1 + step, False)
-                - _along(ug, leaves, members, gen, 1 - step, False)) / (2 * step)
-    return (4 * diff(h / 2) - diff(h)) / 3
 
 
 def _forward_ad_ok(ug: UnitGraph) -> bool:
@@ -149,14 +171,15 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
     def loss(env: dict[fx.Node, Any]) -> torch.Tensor:
         return env[loss_node]  # type: ignore[no-any-return]
 
-    run = run_with_grads(ug.traced, leaves, loss, wrt=leaf_nodes, high=True)
+    floor_nodes = _floor_nodes(ug)
+    wrt = set(leaf_nodes) | {w for n in floor_nodes for w, _ in _outputs(n)}
+    run = run_with_grads(ug.traced, leaves, loss, wrt=wrt, high=True)
     if run.objective is None:
         raise OracleError("the model's loss does not depend on any float leaf")
     base = float(run.objective.detach())
     grads = {leaf_nodes[n]: gr for n, gr in run.grads.items() if n in leaf_nodes}
     reach = _feeding(loss_node, run.env)
     consumed = _consumed(ug, reach, run.env)
-    floored = _floor_generators(ug)
     forward_ad = _forward_ad_ok(ug)
     loss_gens = set(ug.loss_unit.generators()) if isinstance(ug.loss_unit, Unit) else set()
     by_gen: dict[str, list[tuple[str, float]]] = {}
@@ -178,7 +201,7 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
             w = leaves[name]
             denom += abs(ex) * float(w.norm()) * float(gr.norm())
             radial += ex * float((w * gr).sum())
-        floors = _floors_rate(ug, leaves, members, gen, h_floor) if gen in floored else 0.0
+        floors, floor_noise = _floors_rate(ug, run.env, run.grads, floor_nodes, gen, h_floor)
         rate = radial + floors
         # a ReLU or max after a sum of a scaled and an unscaled term has kinks the direction may
         # cross: there the central difference errs by O(h), not O(h^2). Shrink the step until it
@@ -191,7 +214,7 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         jvp = _jvp(ug, leaves, members) if forward_ad else None
         # rounding of the measured rate: the loss's own float64 rounding through the floors'
         # difference quotient, and the backprop sum's
-        noise = (256 * EPS64 * abs(base) / h_floor if gen in floored else 0.0) + 1e-12 * denom
+        noise = floor_noise + 1e-12 * denom
         if jvp is not None:
             noise += 4 * abs(jvp - radial)
         scale_ = denom if denom > 0 else 1e-300

@@ -40,8 +40,10 @@ _CALLS = ("call_function", "call_method", "call_module")
 
 
 def run_alone(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | None,
-              convert: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any:
-    """The node on its recorded inputs (rescaled by g); ``convert`` maps every float input."""
+              convert: Callable[[torch.Tensor], torch.Tensor] | None = None,
+              floors: Mapping[str, float] | None = None) -> Any:
+    """The node on its recorded inputs (rescaled by g); ``convert`` maps every float input;
+    ``floors`` rescales only the node's floors (its inputs as recorded)."""
     def value(n: fx.Node) -> Any:
         v = env[n]
         v = scale(v, unit_of(n), g) if g is not None else v
@@ -49,8 +51,9 @@ def run_alone(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | N
 
     args = map_arg(node.args, value)
     kwargs = map_arg(node.kwargs, value)
-    if g is not None:
-        args, kwargs = floor_factor_args(node, args, kwargs, lambda u: u.character(g))  # type: ignore[arg-type]
+    if g is not None or floors is not None:
+        by = g if g is not None else floors
+        args, kwargs = floor_factor_args(node, args, kwargs, lambda u: u.character(by))  # type: ignore[arg-type]
     high = convert is None  # the float32 rerun of the rounding check keeps its precision
     if high:
         args, kwargs, _ = high_precision_args(node, args, kwargs)  # type: ignore[arg-type]
