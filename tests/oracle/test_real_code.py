@@ -747,3 +747,28 @@ def test_a_branch_below_the_losss_rounding_is_measured_by_the_chain_rule() -> No
     res = _verified(FaintBranch(), (ids, ids.roll(1, -1)))
     row = next(r for r in res.fingerprint or [] if r.generator == "p:w.weight")
     assert not row.predicted_gauge and row.match and abs(row.rate) < 1e-12 and row.threshold < 1e-6, row
+
+
+class DetachedPositions(nn.Module):
+    """XGLM/M2M-100-style sinusoidal positions: a buffer read through ``.detach()`` and added to
+    the token embeddings (so it shares their unit). The loss depends on the buffer's scale
+    whatever autograd is told; D_g L must count that path like the finite difference does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(7, 8)
+        self.register_buffer("positions", torch.randn(5, 8))
+        self.head = nn.Linear(8, 7, bias=False)
+
+    def forward(self, ids: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids) + self.positions.detach()
+        return F.cross_entropy(self.head(h).flatten(0, 1), y.flatten())
+
+
+def test_a_detached_buffer_counts_in_the_measured_rate() -> None:
+    torch.manual_seed(0)
+    ids = torch.randint(0, 7, (2, 5))
+    res = _verified(DetachedPositions(), (ids, ids.roll(1, -1)))
+    row = next(r for r in res.fingerprint or [] if r.generator == "p:embed.weight")
+    assert row.methods_agree and "b:positions" not in row.generator, row
+    assert any("positions" in leaf for leaf in row.leaves), row.leaves

@@ -100,10 +100,18 @@ _EMPTY = (_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.d
           torch.empty, torch.empty_like, torch.empty_strided)
 _EMPTY_METHODS = {"new_empty", "new_empty_strided"}
 
+def _attached(x: torch.Tensor) -> torch.Tensor:
+    """``detach`` as a view that keeps the derivative: the oracle measures the loss as a function
+    of the weights, whatever the model tells autograd (XGLM's sinusoidal positions are read
+    through ``.detach()`` and still move the loss with their scale)."""
+    return x.view_as(x)
+
+
 # ops run as an equivalent with the same values: views as reshapes, copy as a differentiable copy,
-# eval-mode batch norm as its formula, uninitialised memory as zeros, embedding with its true
-# derivative
+# eval-mode batch norm as its formula, uninitialised memory as zeros, embedding and detach with
+# their true derivatives
 _RUN_AS: dict[Any, Callable[..., Any]] = {
+    _aten.detach.default: _attached, torch.detach: _attached,
     **RUN_VIEW_AS, _aten.copy.default: copy_into, **{op: _zeroed(op) for op in _EMPTY},
     _aten.embedding.default: _embedding, torch.nn.functional.embedding: _f_embedding,
     _aten._native_batch_norm_legit_no_training.default: _eval_batch_norm,
@@ -188,6 +196,8 @@ def call_node(gm: fx.GraphModule, node: fx.Node, args: tuple[Any, ...], kwargs: 
         name = str(node.target)
         if high and is_value(obj):
             name = _LOW_PRECISION_METHODS.get(name, name)
+        if name == "detach":
+            return _attached(obj)
         out = getattr(obj, name)(*rest, **kwargs)
         return out.zero_() if name in _EMPTY_METHODS else out
     if node.op == "call_module":
