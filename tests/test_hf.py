@@ -631,3 +631,17 @@ def test_an_optional_argument_a_real_run_names_is_made_from_its_name() -> None:
     info: list[Built] = []
     _, inputs = build("udop", device="meta", info=info)
     assert "bbox" in inputs and info[0].layout.endswith("+bbox"), (info[0].layout, info[0].tried[:2])
+
+
+@needs_hf
+def test_a_run_length_layer_pattern_shrinks_with_the_stack() -> None:
+    """GPT-Neo declares its layers as ``[[["global", "local"], 12]]`` and checks the expansion
+    against ``num_layers``: the pattern shrinks with the stack, or the small build is refused."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    model, _ = hf.build("gpt_neo", device="meta", info=info)
+    assert info[0].plan == "small", info[0].tried
+    cfg = model.config
+    assert len(cfg.attention_layers) == cfg.num_layers <= 4
+    assert set(cfg.attention_layers) == {"global", "local"}

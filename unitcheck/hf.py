@@ -272,6 +272,20 @@ def _layer_count(cfg: Any) -> tuple[str, int] | None:
     return None
 
 
+def _run_length_layers(value: Any, n: int) -> list[Any] | None:
+    """A per-layer pattern written as runs, ``[[kinds, repeats], ...]`` (GPT-Neo's
+    ``attention_types``), expanded, when it expands to exactly ``n`` layers."""
+    if not (isinstance(value, (list, tuple)) and value):
+        return None
+    out: list[Any] = []
+    for run in value:
+        if not (isinstance(run, (list, tuple)) and len(run) == 2 and isinstance(run[0], (list, tuple))
+                and _is_int(run[1]) and run[1] > 0):
+            return None
+        out.extend(list(run[0]) * int(run[1]))
+    return out if len(out) == n else None
+
+
 def _keep_layers(values: list[Any], n: int) -> list[int]:
     """Indices of the layers kept: the first two of each kind (a layer kind that shares weights
     across its layers needs two), then the earliest, at least ``n``."""
@@ -334,9 +348,12 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
         # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
         # with the new layer count whatever rule the class derives them by
         per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= 5]
+        runs = {k: ex for k, v in values.items() if (ex := _run_length_layers(v, n0)) is not None}
+        if runs:  # the count a run pattern is checked against, by the name the config stores it under
+            layer = ((getattr(cfg, "attribute_map", None) or {}).get(layer[0], layer[0]), n0)
         keep = list(range(SMALL_DEFAULTS["layers"]))
-        for k in per_layer:
-            keep = sorted(set(keep) | set(_keep_layers(list(values[k]), SMALL_DEFAULTS["layers"])))
+        for layers in [*(list(values[k]) for k in per_layer), *runs.values()]:
+            keep = sorted(set(keep) | set(_keep_layers(layers, SMALL_DEFAULTS["layers"])))
         keep = keep[: max(SMALL_DEFAULTS["layers"], min(len(keep), 8))]
         outs = values.get("out_indices", values.get("_out_indices"))
         if _int_list(outs) and _get(cfg, "stage_names") and len(keep) < max(outs) <= n0:
@@ -350,7 +367,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
             else:
                 keep = sorted(set(keep) | set(range(max(outs))))
     else:
-        per_layer = []
+        per_layer, runs = [], {}
     n_layers = len(keep) if keep is not None else None
 
     for key, value in values.items():
@@ -388,6 +405,9 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
             out[key.lstrip("_")] = value  # a backbone's outputs, set by the model that uses it: not derived
             continue
         if value is None or isinstance(value, bool):
+            continue
+        if key in runs and keep is not None:  # one run per kept layer, in order
+            out[key] = [[[runs[key][i]], 1] for i in keep]
             continue
         if decl is None and not kv_like and "rope" not in low and key not in per_layer:
             out[key] = None  # the class derives it (head_dim, layer_types, intermediate_size...): derive again
@@ -1168,7 +1188,7 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
                     _as_export():
                 feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in media.items()})
             try:
-                count = _feature_count(getattr(feats, "pooler_output", feats))
+                count = _feature_count(_tower_output(feats))
             except Exception as err:  # rows kept by a mask (GLM-ASR): count them on a zeroed CPU copy
                 if "data-dependent" not in str(err) or sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:
                     raise
@@ -1181,7 +1201,7 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
         if not on_meta:  # a real model (the oracle's) is counted by running its tower once
             with torch.no_grad():
                 feats = get(**media)
-            count = _feature_count(getattr(feats, "pooler_output", feats))
+            count = _feature_count(_tower_output(feats))
     except Exception as err:
         if any(k in f"{type(err).__name__}: {err}" for k in _SIZE_INDEPENDENT):
             _NO_MEDIA_COUNT.add((type(model).__name__, kind))
@@ -1195,6 +1215,13 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
     text = ids[:, : max(2, seq // 2)]
     tokens = torch.full((batch, per_item), int(token), dtype=ids.dtype)
     return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **media}
+
+
+def _tower_output(feats: Any) -> Any:
+    """A tower's features: its pooled output where it has one, else its last hidden state
+    (Fuyu's patch projection leaves ``pooler_output`` None)."""
+    pooled = getattr(feats, "pooler_output", None)
+    return pooled if pooled is not None else getattr(feats, "last_hidden_state", feats)
 
 
 def _feature_count(feats: Any) -> int | None:
