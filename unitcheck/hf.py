@@ -898,8 +898,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         for audio in ("input_features", "input_values"):
             if audio in params and base:  # text-audio pairs (CLAP, CLVP...)
                 pairs = _audio_layouts(cfg, audio, batch, g)
-                if audio == "input_features" and pairs and (only is None or only == _AUDIO_TOKENS):
-                    with_tokens = _audio_text(model, cfg, ids, pairs[0][1], params)
+                if only is None or only == _AUDIO_TOKENS:
+                    # the first audio shape the tower takes, with one audio token per feature
+                    with_tokens = next((t for _, a in pairs if (t := _audio_text(model, cfg, ids, a, params))), None)
                     if with_tokens is not None:
                         layouts.append((_AUDIO_TOKENS, with_tokens))
                 layouts.extend((f"input_ids+{name}", {**base, **inputs}) for name, inputs in pairs)
@@ -1135,7 +1136,7 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
 
 
 _IMAGE_TOKENS = "input_ids+pixel_values (image tokens)"
-_AUDIO_TOKENS = "input_ids+input_features (audio tokens)"
+_AUDIO_TOKENS = "input_ids+audio (audio tokens)"
 # (model class, kind) whose image or audio features cannot be counted on fake tensors
 _NO_MEDIA_COUNT: set[tuple[str, str]] = set()
 
@@ -1150,8 +1151,8 @@ def _audio_text(model: nn.Module, cfg: Any, ids: torch.Tensor, audio: dict[str, 
     """Text with as many audio tokens as the audio tower yields features (GLM-ASR, MOSS: the
     model checks the two counts match), the features' mask all ones."""
     token = _find(cfg, "audio_token_id", "audio_token_index")
-    feats = next((v for v in audio.values() if isinstance(v, torch.Tensor) and v.dim() == 3), None)
-    if feats is None:
+    feats = next((v for v in audio.values() if isinstance(v, torch.Tensor) and v.dim() >= 2), None)
+    if feats is None or not _is_int(token):
         return None
     media = dict(audio)
     for mask in ("input_features_mask", "feature_attention_mask"):
