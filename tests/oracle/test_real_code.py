@@ -772,3 +772,29 @@ def test_a_detached_buffer_counts_in_the_measured_rate() -> None:
     row = next(r for r in res.fingerprint or [] if r.generator == "p:embed.weight")
     assert row.methods_agree and "b:positions" not in row.generator, row
     assert any("positions" in leaf for leaf in row.leaves), row.leaves
+
+
+class OneKeyAttention(nn.Module):
+    """VideoPrism's spatial attention on a one-patch frame: soft-capped logits (a tanh of a
+    unitful value, UC202, consuming the q and k projections) go into a softmax over a single
+    key, which is 1 whatever they are. No derivative reaches q or k: D_g L is exactly 0 and the
+    violation, though real, moves nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(4, 4, bias=False)
+        self.k = nn.Linear(4, 4, bias=False)
+        self.v = nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = torch.tanh((self.q(x) * self.k(x)).sum(-1, keepdim=True))  # one key per query
+        return F.cross_entropy(logits.softmax(-1) * self.v(x), y)
+
+
+def test_a_violation_no_derivative_leaves_consumes_nothing() -> None:
+    torch.manual_seed(0)
+    res = _verified(OneKeyAttention(), (torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])))
+    assert res.violations >= 1
+    rows = {r.generator: r for r in res.fingerprint or []}
+    assert rows["p:q.weight"].predicted_gauge and rows["p:q.weight"].rate == 0.0
+    assert not rows["p:v.weight"].predicted_gauge and rows["p:v.weight"].match

@@ -54,18 +54,29 @@ def _feeding(node: fx.Node, env: Mapping[fx.Node, Any]) -> set[fx.Node]:
     return ancestors([node], lambda n: [p for p in live_inputs(n, env) if float_tensors(env.get(p))])
 
 
-def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any]) -> set[str]:
+def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any],
+              grads: Mapping[fx.Node, torch.Tensor]) -> set[str]:
     """Generators that some violation or unknown op on the way to the loss consumed: their
     direction reaches the loss through an op that is not equivariant (or not known to be). A
-    violation in an output the loss does not read (an unused pooling head), or in a part of the
+    violation in an output the loss does not read (an unused pooling head), in a part of the
     model these inputs leave out (an image tower whose features a text-only example never
-    places, the selection that places them: see :func:`unexercised`), changes nothing."""
+    places, the selection that places them: see :func:`unexercised`), or whose output no
+    derivative of the loss reaches (dL/dy is exactly 0: a softmax over a single key after it),
+    changes nothing."""
     out: set[str] = set()
     for v in ug.violations:
         node = ug.node(v.node)
-        if node in reach and not (node.op != "output" and unexercised(node, env)):
-            out.update(v.extra.get("consumed", ()))
+        if node not in reach:
+            continue
+        if node.op != "output" and (unexercised(node, env) or not _derivative_reaches(node, grads)):
+            continue
+        out.update(v.extra.get("consumed", ()))
     return out
+
+
+def _derivative_reaches(node: fx.Node, grads: Mapping[fx.Node, torch.Tensor]) -> bool:
+    """Is dL/dy nonzero somewhere in the node's float outputs?"""
+    return any(bool((g != 0).any()) for w, _ in _outputs(node) if (g := grads.get(w)) is not None)
 
 
 def _floor_nodes(ug: UnitGraph) -> dict[fx.Node, set[str]]:
@@ -172,14 +183,15 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         return env[loss_node]  # type: ignore[no-any-return]
 
     floor_nodes = _floor_nodes(ug)
-    wrt = set(leaf_nodes) | {w for n in floor_nodes for w, _ in _outputs(n)}
+    violating = [ug.node(v.node) for v in ug.violations]
+    wrt = set(leaf_nodes) | {w for n in [*floor_nodes, *violating] if n.op != "output" for w, _ in _outputs(n)}
     run = run_with_grads(ug.traced, leaves, loss, wrt=wrt, high=True)
     if run.objective is None:
         raise OracleError("the model's loss does not depend on any float leaf")
     base = float(run.objective.detach())
     grads = {leaf_nodes[n]: gr for n, gr in run.grads.items() if n in leaf_nodes}
     reach = _feeding(loss_node, run.env)
-    consumed = _consumed(ug, reach, run.env)
+    consumed = _consumed(ug, reach, run.env, run.grads)
     forward_ad = _forward_ad_ok(ug)
     loss_gens = set(ug.loss_unit.generators()) if isinstance(ug.loss_unit, Unit) else set()
     by_gen: dict[str, list[tuple[str, float]]] = {}
