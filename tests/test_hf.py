@@ -646,3 +646,14 @@ def test_a_run_length_layer_pattern_shrinks_with_the_stack() -> None:
     cfg = model.config
     assert len(cfg.attention_layers) == cfg.num_layers <= 4
     assert set(cfg.attention_layers) == {"global", "local"}
+
+
+@needs_hf
+def test_a_config_that_refuses_global_per_layer_reads_still_builds() -> None:
+    """Gemma 4's heterogeneous config raises (not AttributeError) when ``head_dim`` is read
+    globally; completing the config must step around it, not fail the build."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    hf.build("gemma4_text", device="meta", info=info)
+    assert info[0].plan == "small"

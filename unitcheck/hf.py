@@ -166,6 +166,16 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
         return default
 
 
+def _has(obj: Any, key: str) -> bool:
+    """``hasattr`` that never raises: a heterogeneous config (Gemma 4) refuses to read a per-layer
+    field globally with an error that is not an AttributeError; such a field is not ours to fill."""
+    try:
+        getattr(obj, key)
+    except Exception:
+        return False
+    return True
+
+
 def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -684,7 +694,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     widths: dict[int, int] = {}
     _collect_widths(base, plan, widths)
     kwargs = shrink_kwargs(base, _Shrink(plan, widths)) if plan.name != "default" else {}
-    if "use_cache" in _declared(cls) or hasattr(base, "use_cache"):
+    if "use_cache" in _declared(cls) or _has(base, "use_cache"):
         kwargs["use_cache"] = False
     _fill_gaps(kwargs, base, model_type)
     _apply_overrides(kwargs, base, overrides or {}, model_type)
@@ -702,21 +712,21 @@ def _complete(c: Any) -> None:
     compute), ``vocab_size``, a missing ``pad_token_id``, a vocabulary map."""
     heads = next((v for k in ("num_attention_heads", "num_heads", "n_head") if _is_int(v := _get(c, k)) and v > 0), None)
     width = _main_width(c)
-    if hasattr(c, "num_attention_heads") and _get(c, "num_key_value_heads") is None and heads:
+    if _has(c, "num_attention_heads") and _get(c, "num_key_value_heads") is None and heads:
         with contextlib.suppress(Exception):
             c.num_key_value_heads = heads  # what classes that derive it set: one key/value head per head
-    if hasattr(c, "head_dim") and _get(c, "head_dim") is None and width and heads and width % heads == 0:
+    if _has(c, "head_dim") and _get(c, "head_dim") is None and width and heads and width % heads == 0:
         with contextlib.suppress(Exception):
             c.head_dim = width // heads
-    if hasattr(c, "vocab_size") and _get(c, "vocab_size") is None and width:
+    if _has(c, "vocab_size") and _get(c, "vocab_size") is None and width:
         with contextlib.suppress(Exception):
             c.vocab_size = SMALL_DEFAULTS["vocab"]
-    if not hasattr(c, "pad_token_id"):
+    if not _has(c, "pad_token_id"):
         with contextlib.suppress(Exception):
             c.pad_token_id = None
     if dataclasses.is_dataclass(c):  # a mapping the model reads with .get() (a VQ tokenizer's vocabulary map)
         for f in dataclasses.fields(c):
-            if getattr(c, f.name, 0) is None and str(f.type).replace(" ", "").startswith("dict") and f.name.endswith("_map"):
+            if _get(c, f.name, 0) is None and str(f.type).replace(" ", "").startswith("dict") and f.name.endswith("_map"):
                 with contextlib.suppress(Exception):
                     setattr(c, f.name, {})
 
@@ -725,7 +735,7 @@ def _finish_config(cfg: Any) -> None:
     """Settings no plan should change: no cache, no pretrained backbone, valid special tokens."""
     for c in _walk(cfg):
         _complete(c)
-        if hasattr(c, "use_cache"):
+        if _has(c, "use_cache"):
             with contextlib.suppress(Exception):
                 c.use_cache = False
         for key in ("use_pretrained_backbone", "use_timm_backbone"):
@@ -854,7 +864,7 @@ def _side(v: Any, default: int) -> tuple[int, int]:
 
 
 def _token_ids(cfg: Any, batch: int, seq: int, g: torch.Generator) -> torch.Tensor:
-    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    text = cfg.get_text_config(decoder=True) if _has(cfg, "get_text_config") else cfg
     vocab = _get(text, "vocab_size", None) or _find(cfg, "vocab_size") or 100
     special = [int(v) for c in _walk(cfg) for k, v in vars(c).items()
                if _is_int(v) and k.endswith(("_token_id", "_token_index")) and "pad" not in k and "bos" not in k
@@ -1544,7 +1554,7 @@ def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
     if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
         # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
         return tuple((path, "pad_token_id", 1, "pad_token_id (unset)") for path, c in _paths(cfg)
-                     if hasattr(c, "pad_token_id") and _get(c, "pad_token_id") is None)
+                     if _has(c, "pad_token_id") and _get(c, "pad_token_id") is None)
     if "NoneType" in why and "mrope_section" in why:
         # multimodal rotary code that reads its sections from a config that leaves them unset: the
         # rotary half split over (time, height, width)
@@ -1638,7 +1648,7 @@ def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
                 continue
             for path, c in _paths(cfg):
                 layers = _layer_count(c)
-                if hasattr(c, name) and _get(c, name) is None and layers:
+                if _has(c, name) and _get(c, name) is None and layers:
                     lit = _LITERAL.search(line)
                     kind = "full_attention" if name == "layer_types" or lit is None else lit.group(1)
                     return ((path, name, [kind] * layers[1], f"{name} (unset)"),)
