@@ -904,7 +904,13 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                 layouts.append((_IMAGE_TOKENS, with_tokens))
             layouts.append(("input_ids+pixel_values", {**base, **image}))
             if "image_grid_thw" not in params:
-                layouts.append(("input_ids+pixel_values (frames)", {**base, "pixel_values": _video(cfg, image["pixel_values"])}))
+                frames = {"pixel_values": _video(cfg, image["pixel_values"])}
+                if only is None or only == _FRAME_TOKENS:
+                    # towers that take (batch, images, C, H, W) only (Idefics 2/3, SmolVLM, ModernVBERT)
+                    frame_tokens = _image_text(model, ids, frames, token)
+                    if frame_tokens is not None:
+                        layouts.append((_FRAME_TOKENS, frame_tokens))
+                layouts.append(("input_ids+pixel_values (frames)", {**base, **frames}))
         for audio in ("input_features", "input_values"):
             if audio in params and base:  # text-audio pairs (CLAP, CLVP...)
                 pairs = _audio_layouts(cfg, audio, batch, g)
@@ -1147,6 +1153,7 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
 
 _IMAGE_TOKENS = "input_ids+pixel_values (image tokens)"
 _AUDIO_TOKENS = "input_ids+audio (audio tokens)"
+_FRAME_TOKENS = "input_ids+pixel_values (frames, image tokens)"
 # (model class, kind) whose image or audio features cannot be counted on fake tensors
 _NO_MEDIA_COUNT: set[tuple[str, str]] = set()
 
@@ -1172,9 +1179,11 @@ def _audio_text(model: nn.Module, cfg: Any, ids: torch.Tensor, audio: dict[str, 
 
 
 def _feature_getter(model: nn.Module, kind: str) -> Any:
-    """``get_<kind>_features`` of the model or of its inner ``model`` (Janus, DeepSeek-VL keep
-    it there)."""
-    for owner in (model, getattr(model, "model", None)):
+    """``get_<kind>_features`` of the model or of the inner model it wraps (Janus, DeepSeek-VL
+    keep it on ``model``, ModernVBERT's masked-LM head on its base model)."""
+    prefix = getattr(model, "base_model_prefix", "")
+    for owner in (model, getattr(model, "model", None), getattr(model, prefix, None) if prefix else None,
+                  *model.children()):
         get = getattr(owner, f"get_{kind}_features", None)
         if callable(get):
             return get
@@ -1205,8 +1214,7 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
                     raise
                 real = copy.deepcopy(model).to_empty(device="cpu")
                 for t in [*real.parameters(), *real.buffers()]:
-                    if t.is_floating_point():
-                        t.data.zero_()
+                    t.data.zero_()  # integer buffers too (position ids index tables)
                 get = _feature_getter(real, kind)
                 on_meta = False
         if not on_meta:  # a real model (the oracle's) is counted by running its tower once
