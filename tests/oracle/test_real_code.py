@@ -798,3 +798,28 @@ def test_a_violation_no_derivative_leaves_consumes_nothing() -> None:
     rows = {r.generator: r for r in res.fingerprint or []}
     assert rows["p:q.weight"].predicted_gauge and rows["p:q.weight"].rate == 0.0
     assert not rows["p:v.weight"].predicted_gauge and rows["p:v.weight"].match
+
+
+class ClassTokenOnly(nn.Module):
+    """CvT's last layer: a class token and the spatial rows projected apart and joined (a cat of
+    different units, UC101, consuming both projections), then only the class token read. The
+    spatial projection's weights get exactly zero gradient: the loss does not see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cls = nn.Linear(4, 4, bias=False)
+        self.spatial = nn.Linear(4, 4, bias=False)
+        self.head = nn.Linear(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        z = torch.cat([self.cls(x[:, :1]), self.spatial(x[:, 1:])], dim=1)
+        return F.cross_entropy(self.head(z[:, 0]), y)
+
+
+def test_a_generator_the_loss_does_not_see_is_gauge() -> None:
+    torch.manual_seed(0)
+    res = _verified(ClassTokenOnly(), (torch.randn(3, 5, 4), torch.tensor([0, 1, 2])))
+    assert res.violations >= 1
+    rows = {r.generator: r for r in res.fingerprint or []}
+    assert rows["p:spatial.weight"].predicted_gauge and rows["p:spatial.weight"].rate == 0.0
+    assert not rows["p:cls.weight"].predicted_gauge

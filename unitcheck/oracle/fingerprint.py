@@ -206,10 +206,12 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
     bad: list[Disagreement] = []
     for gen, members in sorted(by_gen.items()):
         denom = radial = 0.0
+        seen = False  # does the loss see any leaf of the generator (a nonzero gradient)?
         for name, ex in members:
             gr = grads.get(name)
             if gr is None:
                 continue
+            seen = seen or bool((gr != 0).any())
             w = leaves[name]
             denom += abs(ex) * float(w.norm()) * float(gr.norm())
             radial += ex * float((w * gr).sum())
@@ -239,7 +241,10 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         row = FingerprintRow(
             generator=gen,
             leaves=[ug.traced.leaves[n].name for n, _ in members],
-            predicted_gauge=gen not in loss_gens and gen not in consumed,
+            # a generator whose leaves the loss does not see on this run (every gradient exactly
+            # 0, no floor: CvT's last query norm, on spatial rows its classifier never reads)
+            # moves nothing, whatever consumed it
+            predicted_gauge=gen not in loss_gens and (gen not in consumed or not seen and floors == 0.0),
             measured=abs(rate) / scale_,
             weights_only=abs(radial) / scale_,
             threshold=threshold + noise / scale_,
