@@ -135,6 +135,17 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
 
         model, inputs = cpu_model()
         _, _, ug = oracle.prepare(model, inputs)
+        smaller: dict[str, Any] = {}
+        try:
+            oracle.check_fits_in_memory(ug)
+        except oracle.OracleError as too_large:
+            # float64 copies of 1024x1024 vision towers do not fit: verify at 256x256 and say so
+            smaller = hf.image_size_overrides(model.config, 256) if hasattr(model, "config") else {}
+            if not smaller:
+                raise
+            model, inputs = hf.build(model_type, smaller, device="cpu")
+            _, _, ug = oracle.prepare(model, inputs)
+            smaller["why"] = str(too_large).split(" (budget")[0]
         # the fingerprint needs a loss: a model without one gets the two oracle modes only
         try:
             res = oracle.verify_graph(ug, with_fingerprint=ug.loss_node is not None)
@@ -163,6 +174,11 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
                 bits.append(f"fingerprint {len(fp) - len(bad)}/{len(fp)}: {bad[0].generator} predicted "
                             f"{'gauge' if bad[0].predicted_gauge else 'not gauge'}, measured {bad[0].measured:.2g}")
             out["reason"] = _one_line("; ".join(bits) or "oracle not ok")
+        if smaller:
+            why = smaller.pop("why")
+            sets = " ".join(f"--set {k}={v}" for k, v in smaller.items())
+            note = f"verified with {sets} ({why} at the default size)"
+            out["reason"] = _one_line(f"{out['reason']}; {note}" if out.get("reason") else note)
         return out
 
     def identity() -> dict[str, Any]:

@@ -659,3 +659,17 @@ def test_a_config_that_refuses_global_per_layer_reads_still_builds() -> None:
     info: list[hf.Built] = []
     hf.build("gemma4_text", device="meta", info=info)
     assert info[0].plan == "small"
+
+
+@needs_hf
+def test_image_sizes_shrink_together_for_an_oracle_that_cannot_hold_the_default() -> None:
+    """SAM sets its image size in two sub-configs; both come down, and the model built with
+    them takes the smaller image."""
+    from unitcheck import hf
+
+    model, _ = hf.build("sam", device="meta")
+    sets = hf.image_size_overrides(model.config, 256)
+    assert sets == {"vision_config.image_size": 256, "prompt_encoder_config.image_size": 256}
+    _, inputs = hf.build("sam", sets, device="meta")
+    assert tuple(inputs["pixel_values"].shape[-2:]) == (256, 256)
+    assert hf.image_size_overrides(model.config, 4096) == {}

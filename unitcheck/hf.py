@@ -1856,6 +1856,24 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     return _CHOICES[key]
 
 
+def image_size_overrides(cfg: Any, size: int) -> dict[str, Any]:
+    """``--set`` overrides bringing every ``image_size`` above ``size`` (in the config and its
+    sub-configs) down to it: the oracle's float64 copy of SAM at 1024x1024 needs about 70 GiB,
+    at 256x256 a sixteenth of that, and the fields that follow the image size are derived."""
+    out: dict[str, Any] = {}
+
+    def walk(c: Any, path: str) -> None:
+        for key in list(vars(c)):
+            v = _get(c, key)
+            if key == "image_size" and (_is_int(v) and v > size or _int_list(v) and max(v) > size):
+                out[path + key] = [size] * len(v) if isinstance(v, (list, tuple)) else size
+            elif hasattr(v, "to_dict") and hasattr(v, "model_type"):
+                walk(v, f"{path}{key}.")
+
+    walk(cfg, "")
+    return out
+
+
 def build(
     model_type: str,
     overrides: Mapping[str, Any] | None = None,

@@ -38,6 +38,7 @@ from .local import local_mode
 from .result import Disagreement, FingerprintRow, OracleError, OracleResult
 
 __all__ = [
+    "check_fits_in_memory",
     "OracleResult", "Disagreement", "FingerprintRow", "OracleError", "verify", "verify_graph",
     "fingerprint", "fingerprint_graph", "prepare", "close", "draw", "RTOL",
 ]
@@ -102,7 +103,7 @@ def verify_graph(
     seed: int = 0,
 ) -> OracleResult:
     """The oracle on an already inferred float64 unit graph (see :func:`prepare`)."""
-    _fits_in_memory(ug)
+    check_fits_in_memory(ug)
     rng = random.Random(seed)
     res = OracleResult()
     if "local" in modes:
@@ -128,7 +129,7 @@ def memory_budget() -> int:
         return 8 * 2**30
 
 
-def _fits_in_memory(ug: UnitGraph) -> None:
+def check_fits_in_memory(ug: UnitGraph) -> None:
     """Global mode holds every node's float64 value and gradient for two runs: refuse up front,
     in one line, what would otherwise end in the kernel's out-of-memory kill."""
     values = sum(v.numel() for n in ug.graph.nodes if base_name(n) not in VIEW_OPS  # views share storage
