@@ -426,8 +426,15 @@ def sweep(types: Sequence[str], stages: Sequence[str], jobs: int, timeout: float
     threads = 1  # the models are small: a second thread buys little and slows a neighbour
     queue = list(types)
     slots: list[_Slot] = []
+    # a worker the kernel killed (out of memory beside its neighbours) gets its type run again at
+    # the end, alone
+    alone: list[str] = []
+    retried: set[str] = set()
     try:
-        while queue or any(s.model_type for s in slots):
+        while queue or alone or any(s.model_type for s in slots):
+            if not queue and alone and not any(s.model_type for s in slots):
+                queue, retried, jobs = alone, set(alone), 1
+                alone = []
             while len(slots) < jobs and queue:
                 slots.append(_start(ctx, stages, threads))
             for s in slots:
@@ -457,6 +464,12 @@ def sweep(types: Sequence[str], stages: Sequence[str], jobs: int, timeout: float
                         died = True
                     if not finished and not s.proc.is_alive():
                         died = True
+                if not finished and died and s.proc.exitcode is not None and s.proc.exitcode < 0 \
+                        and jobs > 1 and s.model_type not in retried:
+                    alone.append(s.model_type)  # type: ignore[arg-type]
+                    _stop(s)
+                    slots.remove(s)
+                    continue
                 if not finished and (died or now - s.started > timeout):
                     status = "error" if died else "timeout"
                     why = (f"worker died (exit code {s.proc.exitcode}) in {s.stage or 'start-up'}" if died

@@ -69,6 +69,30 @@ def test_time_limit_kills_the_worker_and_records_the_stage(tmp_path: Path, monke
 
 
 @needs_hf
+def test_a_worker_the_kernel_kills_is_run_again_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of memory beside its neighbours, a worker dies by SIGKILL: its type runs again at the
+    end with no neighbour (here the first trace kills its own process; the retry finds the mark
+    and traces)."""
+    import os
+    import signal
+
+    import unitcheck.tracer
+
+    original, mark = unitcheck.tracer.trace, tmp_path / "killed-once"
+
+    def killed_once(*args: Any, **kwargs: Any) -> Any:
+        if not mark.exists():
+            mark.write_text("")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(unitcheck.tracer, "trace", killed_once)
+    store = _run(tmp_path, "--only", "gpt2", "--stages", "build,trace", "--jobs", "2", "--timeout", "120")
+    assert mark.exists()
+    assert {r["status"] for r in store["entries"]["gpt2"]["stages"].values()} == {"ok"}
+
+
+@needs_hf
 def test_stages_of_one_type_and_page_row(tmp_path: Path) -> None:
     """The stages in-process (no worker): build, trace and lint data as the page shows them."""
     records: list[dict[str, Any]] = []
