@@ -140,11 +140,18 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
             oracle.check_fits_in_memory(ug)
         except oracle.OracleError as too_large:
             # float64 copies of 1024x1024 vision towers do not fit: verify at 256x256 and say so
-            smaller = hf.image_size_overrides(model.config, 256) if hasattr(model, "config") else {}
-            if not smaller:
-                raise
-            model, inputs = hf.build(model_type, smaller, device="cpu")
-            _, _, ug = oracle.prepare(model, inputs)
+            for size in (256, 128, 64):
+                smaller = hf.image_size_overrides(model.config, size) if hasattr(model, "config") else {}
+                if not smaller:
+                    raise
+                small_model, inputs = hf.build(model_type, smaller, device="cpu")
+                _, _, ug = oracle.prepare(small_model, inputs)
+                try:
+                    oracle.check_fits_in_memory(ug)
+                    break
+                except oracle.OracleError:
+                    if size == 64:
+                        raise
             smaller["why"] = str(too_large).split(" (budget")[0]
         # the fingerprint needs a loss: a model without one gets the two oracle modes only
         try:

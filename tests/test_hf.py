@@ -673,3 +673,16 @@ def test_image_sizes_shrink_together_for_an_oracle_that_cannot_hold_the_default(
     _, inputs = hf.build("sam", sets, device="meta")
     assert tuple(inputs["pixel_values"].shape[-2:]) == (256, 256)
     assert hf.image_size_overrides(model.config, 4096) == {}
+
+
+@needs_hf
+def test_set_reaches_a_sub_config_the_plan_left_alone() -> None:
+    """SAM 2's backbone config is nested two deep and no plan rewrites it: ``--set`` fills it
+    from its own values, then overrides the field."""
+    from unitcheck import hf
+
+    model, _ = hf.build("sam2", device="meta")
+    sets = hf.image_size_overrides(model.config, 256)
+    assert "vision_config.backbone_config.image_size" in sets
+    _, inputs = hf.build("sam2", sets, device="meta")
+    assert tuple(inputs["pixel_values"].shape[-2:]) == (256, 256)

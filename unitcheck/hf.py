@@ -619,15 +619,23 @@ def _remap_tokens(key: str, value: Any, shrink: _Shrink) -> Any:
     return one(value)
 
 
+# keys of a config's dict that are not fields to pass back (the class sets them)
+_CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "_name_or_path", "output_attentions",
+                       "output_hidden_states", "return_dict", "torch_dtype", "dtype"}
+
+
 def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, Any], model_type: str) -> None:
     for dotted, value in overrides.items():
         parts = dotted.split(".")
         target, node = kwargs, cfg
         for part in parts[:-1]:
-            sub = target.get(part)
-            if not isinstance(sub, dict) or not hasattr(node, part):
+            sub, inner = target.get(part), _get(node, part)
+            if sub is None and hasattr(inner, "to_dict") and hasattr(inner, "model_type"):
+                # a sub-config the plan left as it is: set from its own values (SAM 2's backbone)
+                sub = target[part] = {k: v for k, v in inner.to_dict().items() if k not in _CONFIG_BOOKKEEPING}
+            if not isinstance(sub, dict) or inner is None:
                 raise HFError(f"{model_type} config has no sub-config {part!r} (in --set {dotted})")
-            target, node = sub, getattr(node, part)
+            target, node = sub, inner
         key = parts[-1]
         amap = getattr(node, "attribute_map", {}) or {}
         key = amap.get(key, key)
