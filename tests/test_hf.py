@@ -686,3 +686,14 @@ def test_set_reaches_a_sub_config_the_plan_left_alone() -> None:
     assert "vision_config.backbone_config.image_size" in sets
     _, inputs = hf.build("sam2", sets, device="meta")
     assert tuple(inputs["pixel_values"].shape[-2:]) == (256, 256)
+
+
+@needs_hf
+def test_a_per_layer_token_table_shrinks_with_the_vocabulary() -> None:
+    """Gemma 4's ``vocab_size_per_layer_input`` (262144 rows of per-layer embeddings) shrinks like
+    ``vocab_size``: a small build holds a few million parameters, not 270 million."""
+    from unitcheck import hf
+
+    model, _ = hf.build("gemma4_text", device="meta")
+    assert model.config.vocab_size_per_layer_input <= model.config.vocab_size
+    assert sum(p.numel() for p in model.parameters()) < 20_000_000

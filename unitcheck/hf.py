@@ -517,7 +517,10 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
         if low == "first_k_dense_replace" and _is_int(value) and value > 1:
             return 1
     # vocabulary and the special tokens inside it
-    if plan.vocab and _is_int(value) and value > SMALL_DEFAULTS["vocab"] and low.endswith("vocab_size") and low != "type_vocab_size":
+    # (Gemma 3n/4's per-layer token table, ``vocab_size_per_layer_input``, is 262144 rows too: left
+    # at that, a "small" build carries 268M parameters and its float64 oracle copy is killed)
+    if plan.vocab and _is_int(value) and value > SMALL_DEFAULTS["vocab"] and low != "type_vocab_size" and (
+            low.endswith("vocab_size") or low.startswith("vocab_size_per_layer")):
         return SMALL_DEFAULTS["vocab"]
     if plan.vocab and (low.endswith(("_token_id", "_token_index", "_token_ids")) or low in ("decoder_start_token_id",)):
         return _remap_tokens(key, value, shrink)
