@@ -697,3 +697,14 @@ def test_a_per_layer_token_table_shrinks_with_the_vocabulary() -> None:
     model, _ = hf.build("gemma4_text", device="meta")
     assert model.config.vocab_size_per_layer_input <= model.config.vocab_size
     assert sum(p.numel() for p in model.parameters()) < 20_000_000
+
+
+@needs_hf
+def test_a_model_too_large_for_the_cpu_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Instantiating weights the machine cannot hold gets the process killed: refuse first."""
+    from unitcheck import hf
+
+    monkeypatch.setattr(hf, "cpu_memory", lambda: 2**16)  # 64 KiB
+    with pytest.raises(hf.HFError, match="parameters take"):
+        hf.build("gpt2", device="cpu")
+    hf.build("gpt2", device="meta")  # static lint never allocates

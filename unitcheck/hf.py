@@ -1915,6 +1915,8 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
                                                           choice.probed, choice.tried, choice.fixes)
         cfg = _apply_fixes(make_config(model_type, overrides, plan), fixes)
         torch.manual_seed(seed)
+        if str(device) != "meta":
+            _check_fits_on_cpu(model_type, tf, head, cfg)
         try:
             ctx: Any = torch.device("meta") if str(device) == "meta" else contextlib.nullcontext()
             with ctx:
@@ -1937,6 +1939,26 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
         name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")
         info.append(Built(model_type, name, task, head, layout, probed, list(tried)))
     return model, inputs
+
+
+def cpu_memory() -> int:
+    """Bytes of memory this machine has (8 GiB where it cannot say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
+        return 8 * 2**30
+
+
+def _check_fits_on_cpu(model_type: str, tf: Any, head: str, cfg: Any) -> None:
+    """Refuse, in one line, a model whose float32 weights alone take half the machine's memory
+    (a type no plan could shrink: dots3's 20B, Molmo 2's 8.7B): building it gets the process
+    killed, not an error."""
+    with torch.device("meta"):
+        probe = _instantiate(tf, head, cfg)
+    n = sum(p.numel() for p in probe.parameters())
+    if 4 * n > cpu_memory() // 2:
+        raise HFError(f"cannot build {model_type} on CPU: {n / 1e9:.1f}B parameters take {4 * n / 2**30:.0f} GiB "
+                      f"in float32, more than half this machine's {cpu_memory() / 2**30:.0f} GiB")
 
 
 def _default_language(model: nn.Module, cfg: Any) -> None:
