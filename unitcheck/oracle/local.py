@@ -140,7 +140,7 @@ def _empty(value: Any) -> bool:
 
 
 # ops whose boolean argument chooses which operand each element comes from
-_SELECTING = {"where", "masked_fill", "masked_scatter", "index_put", "_unsafe_index_put", "masked_select"}
+_SELECTING = {"where", "masked_fill", "masked_scatter", "index_put", "_unsafe_index_put"}
 
 
 def live_inputs(node: fx.Node, env: Env) -> list[fx.Node]:
@@ -183,8 +183,6 @@ def _choice(node: fx.Node, env: Env) -> tuple[torch.Tensor, Any, Any] | None:
     mask_node = node.args[0 if name == "where" else 1]
     m = env.get(mask_node) if isinstance(mask_node, fx.Node) else None
     if not (isinstance(m, torch.Tensor) and m.dtype == torch.bool and m.numel() > 0):
-        return None
-    if name == "masked_select":
         return None
     when_true = node.args[1] if name == "where" else (node.args[2] if len(node.args) > 2 else None)
     when_false = node.args[2] if name == "where" else node.args[0]
