@@ -18,6 +18,11 @@ def _verified(model: nn.Module, inputs: object, fingerprint: bool = True) -> ora
     return res
 
 
+def _rows(res: oracle.OracleResult) -> dict[str, oracle.FingerprintRow]:
+    """The fingerprint's rows by generator."""
+    return {r.generator: r for r in res.fingerprint or []}
+
+
 class CastsToFloat32(nn.Module):
     """Hugging Face style: an RMSNorm that upcasts, a head whose logits are cast with .float()."""
 
@@ -103,7 +108,7 @@ def test_an_op_with_no_rule_consumes_its_inputs_generators() -> None:
     model, inputs = Unknown(), (torch.randn(5, 6), torch.randint(0, 2, (5,)))
     assert "UC901" in {v.rule for v in lint(model, inputs).violations}
     res = oracle.verify(model, inputs, with_fingerprint=True)
-    rows = {r.generator: r for r in res.fingerprint or []}
+    rows = _rows(res)
     # w reaches the loss only through the op nobody knows: not gauge, and measured so
     assert not rows["p:w"].predicted_gauge and rows["p:w"].match
     assert all(r.match for r in rows.values())
@@ -277,7 +282,7 @@ class KinkNearOne(nn.Module):
 def test_a_kink_inside_the_step_is_resolved_by_a_smaller_step() -> None:
     inputs = (torch.ones(3), torch.full((3,), 1 + 5e-5))
     res = oracle.verify(KinkNearOne(), inputs, with_fingerprint=True, redraw=False)
-    row = next(r for r in res.fingerprint or [] if r.generator == "p:w")
+    row = _rows(res)["p:w"]
     assert row.methods_agree, row.methods
     # the step that agreed is not the first: the first straddles the kink (0.25 off)
     assert abs(row.methods["finite_difference"] - row.methods["backprop"]) < 1e-6 * abs(row.methods["backprop"])
@@ -659,7 +664,7 @@ class LayerScaled(nn.Module):
 def test_a_tiny_layer_scale_is_not_called_gauge(gamma: float) -> None:
     torch.manual_seed(0)
     res = _verified(LayerScaled(gamma), (torch.randn(4, 6), torch.tensor([0, 1, 2, 0])))
-    row = next(r for r in res.fingerprint or [] if r.generator == "p:down.weight")
+    row = _rows(res)["p:down.weight"]
     assert not row.predicted_gauge and row.match and row.measured < 1e-3 * gamma * 10
 
 
@@ -687,7 +692,7 @@ def test_a_projection_that_reaches_the_loss_only_through_a_choice_is_gauge() -> 
     torch.manual_seed(0)
     res = _verified(ThresholdRouting(), (torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])))
     assert res.violations >= 1
-    row = next(r for r in res.fingerprint or [] if r.generator == "p:gate.weight")
+    row = _rows(res)["p:gate.weight"]
     assert row.predicted_gauge and row.rate == 0.0 and row.match
 
 
@@ -716,7 +721,7 @@ def test_a_normalised_branch_is_gauge_to_the_floors_own_precision() -> None:
     torch.manual_seed(0)
     ids = torch.randint(0, 7, (2, 5))
     res = _verified(PostNormBranch(), (ids, ids.roll(1, -1)))
-    row = next(r for r in res.fingerprint or [] if r.generator == "p:branch.weight")
+    row = _rows(res)["p:branch.weight"]
     assert row.predicted_gauge and row.methods["floors"] != 0.0 and row.measured < 1e-11, row
 
 
@@ -745,7 +750,7 @@ def test_a_branch_below_the_losss_rounding_is_measured_by_the_chain_rule() -> No
     torch.manual_seed(0)
     ids = torch.randint(0, 7, (2, 5))
     res = _verified(FaintBranch(), (ids, ids.roll(1, -1)))
-    row = next(r for r in res.fingerprint or [] if r.generator == "p:w.weight")
+    row = _rows(res)["p:w.weight"]
     assert not row.predicted_gauge and row.match and abs(row.rate) < 1e-12 and row.threshold < 1e-6, row
 
 
@@ -769,7 +774,7 @@ def test_a_detached_buffer_counts_in_the_measured_rate() -> None:
     torch.manual_seed(0)
     ids = torch.randint(0, 7, (2, 5))
     res = _verified(DetachedPositions(), (ids, ids.roll(1, -1)))
-    row = next(r for r in res.fingerprint or [] if r.generator == "p:embed.weight")
+    row = _rows(res)["p:embed.weight"]
     assert row.methods_agree and "b:positions" not in row.generator, row
     assert any("positions" in leaf for leaf in row.leaves), row.leaves
 
@@ -795,7 +800,7 @@ def test_a_violation_no_derivative_leaves_consumes_nothing() -> None:
     torch.manual_seed(0)
     res = _verified(OneKeyAttention(), (torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])))
     assert res.violations >= 1
-    rows = {r.generator: r for r in res.fingerprint or []}
+    rows = _rows(res)
     assert rows["p:q.weight"].predicted_gauge and rows["p:q.weight"].rate == 0.0
     assert not rows["p:v.weight"].predicted_gauge and rows["p:v.weight"].match
 
@@ -820,6 +825,6 @@ def test_a_generator_the_loss_does_not_see_is_gauge() -> None:
     torch.manual_seed(0)
     res = _verified(ClassTokenOnly(), (torch.randn(3, 5, 4), torch.tensor([0, 1, 2])))
     assert res.violations >= 1
-    rows = {r.generator: r for r in res.fingerprint or []}
+    rows = _rows(res)
     assert rows["p:spatial.weight"].predicted_gauge and rows["p:spatial.weight"].rate == 0.0
     assert not rows["p:cls.weight"].predicted_gauge
