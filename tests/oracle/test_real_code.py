@@ -828,3 +828,36 @@ def test_a_generator_the_loss_does_not_see_is_gauge() -> None:
     rows = _rows(res)
     assert rows["p:spatial.weight"].predicted_gauge and rows["p:spatial.weight"].rate == 0.0
     assert not rows["p:cls.weight"].predicted_gauge
+
+
+class NormalisedRouter(nn.Module):
+    """DBRX-style MoE routing: softmax over the router's logits (a violation), top-k, weights
+    divided by their own L1 norm. With k = 1 the weight is exactly 1, so the loss cannot see the
+    router, and its float64 gradient is rounding (t/v - v t/v^2), not 0."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+        self.inp = nn.Linear(8, 8)
+        self.router = nn.Linear(8, 4, bias=False)
+        self.experts = nn.Parameter(torch.randn(4, 8, 8) / 3)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        v, i = torch.topk(F.softmax(self.router(h), dim=-1), self.k, dim=-1)
+        v = v / torch.norm(v, p=1, dim=-1, keepdim=True)
+        e = torch.einsum("tkd,tkde->te", h.unsqueeze(1).expand(-1, self.k, -1) * v.unsqueeze(-1), self.experts[i])
+        return F.cross_entropy(self.out(e), y)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_gradient_that_is_rounding_is_not_a_derivative(k: int) -> None:
+    torch.manual_seed(0)
+    res = _verified(NormalisedRouter(k), (torch.randn(6, 8), torch.randint(0, 3, (6,))))
+    router = _rows(res)["p:router.weight"]
+    assert router.match and router.predicted_gauge == (k == 1), router
+    # with two experts the normalised weights depend on the router's scale; with one the rate
+    # is rounding, which the threshold covers although it is large against the rounding-sized
+    # sensitivity
+    assert (router.measured > 1e-3 and abs(router.rate) > 1e-6) if k == 2 else abs(router.rate) < 1e-15, router

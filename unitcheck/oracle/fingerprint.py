@@ -37,7 +37,7 @@ from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
 from .global_ import scaled_leaves
-from .interp import run_graph, run_with_grads, scale, seeded
+from .interp import RunFailed, run_graph, run_with_grads, scale, seeded
 from .local import live_inputs, run_alone, unexercised
 from .result import Disagreement, FingerprintRow, OracleError
 
@@ -55,28 +55,55 @@ def _feeding(node: fx.Node, env: Mapping[fx.Node, Any]) -> set[fx.Node]:
 
 
 def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any],
-              grads: Mapping[fx.Node, torch.Tensor]) -> set[str]:
+              grads: Mapping[fx.Node, torch.Tensor], jittered: Mapping[fx.Node, torch.Tensor]) -> set[str]:
     """Generators that some violation or unknown op on the way to the loss consumed: their
     direction reaches the loss through an op that is not equivariant (or not known to be). A
     violation in an output the loss does not read (an unused pooling head), in a part of the
     model these inputs leave out (an image tower whose features a text-only example never
     places, the selection that places them: see :func:`unexercised`), or whose output no
-    derivative of the loss reaches (dL/dy is exactly 0: a softmax over a single key after it),
-    changes nothing."""
+    derivative of the loss reaches (dL/dy is 0 up to rounding: a softmax over a single key after
+    it, top-1 router weights divided by their own norm), changes nothing."""
     out: set[str] = set()
     for v in ug.violations:
         node = ug.node(v.node)
         if node not in reach:
             continue
-        if node.op != "output" and (unexercised(node, env) or not _derivative_reaches(node, grads)):
+        if node.op != "output" and (unexercised(node, env) or not _derivative_reaches(node, grads, jittered)):
             continue
         out.update(v.extra.get("consumed", ()))
     return out
 
 
-def _derivative_reaches(node: fx.Node, grads: Mapping[fx.Node, torch.Tensor]) -> bool:
-    """Is dL/dy nonzero somewhere in the node's float outputs?"""
-    return any(bool((g != 0).any()) for w, _ in _outputs(node) if (g := grads.get(w)) is not None)
+def _derivative_reaches(node: fx.Node, grads: Mapping[fx.Node, torch.Tensor],
+                        jittered: Mapping[fx.Node, torch.Tensor]) -> bool:
+    """Is dL/dy a derivative, not rounding, somewhere in the node's float outputs?"""
+    return any(_significant([(g, jittered.get(w))]) for w, _ in _outputs(node) if (g := grads.get(w)) is not None)
+
+
+JITTER = 1e-9
+
+
+def _jittered(leaves: Mapping[str, Any]) -> dict[str, Any]:
+    """The float leaves moved by a seeded relative 1e-9: a derivative moves with them by about
+    that much, while rounding noise (a derivative that is 0 in exact arithmetic, computed as
+    t/v - v t/v^2) is drawn anew."""
+    gen = torch.Generator().manual_seed(0)
+    out = dict(leaves)
+    for k, v in leaves.items():
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel():
+            out[k] = v * (1 + JITTER * torch.randn(v.shape, generator=gen, dtype=v.dtype))
+    return out
+
+
+def _significant(pairs: list[tuple[torch.Tensor, torch.Tensor | None]]) -> bool:
+    """Are these gradients a derivative: not all 0, and within half their size of the same
+    gradients at jittered leaves (an absent jittered gradient is taken as equal)?"""
+    size = moved = 0.0
+    for g, j in pairs:
+        size += float(g.double().square().sum())
+        if j is not None and j.shape == g.shape:
+            moved += float((g.double() - j.double()).square().sum())
+    return size > 0 and moved <= size / 4
 
 
 def _floor_nodes(ug: UnitGraph) -> dict[fx.Node, set[str]]:
@@ -190,8 +217,15 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         raise OracleError("the model's loss does not depend on any float leaf")
     base = float(run.objective.detach())
     grads = {leaf_nodes[n]: gr for n, gr in run.grads.items() if n in leaf_nodes}
+    # the same gradients at jittered leaves tell a derivative from rounding; a run that fails
+    # there leaves the exact-zero test (every gradient equals itself)
+    try:
+        jittered = run_with_grads(ug.traced, _jittered(leaves), loss, wrt=wrt, high=True).grads
+    except RunFailed:
+        jittered = run.grads
+    grads2 = {leaf_nodes[n]: gr for n, gr in jittered.items() if n in leaf_nodes}
     reach = _feeding(loss_node, run.env)
-    consumed = _consumed(ug, reach, run.env, run.grads)
+    consumed = _consumed(ug, reach, run.env, run.grads, jittered)
     forward_ad = _forward_ad_ok(ug)
     loss_gens = set(ug.loss_unit.generators()) if isinstance(ug.loss_unit, Unit) else set()
     by_gen: dict[str, list[tuple[str, float]]] = {}
@@ -206,15 +240,17 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
     bad: list[Disagreement] = []
     for gen, members in sorted(by_gen.items()):
         denom = radial = 0.0
-        seen = False  # does the loss see any leaf of the generator (a nonzero gradient)?
+        pairs: list[tuple[torch.Tensor, torch.Tensor | None]] = []
         for name, ex in members:
             gr = grads.get(name)
             if gr is None:
                 continue
-            seen = seen or bool((gr != 0).any())
+            pairs.append((gr, grads2.get(name)))
             w = leaves[name]
             denom += abs(ex) * float(w.norm()) * float(gr.norm())
             radial += ex * float((w * gr).sum())
+        # does the loss see the generator's leaves: a derivative, not 0 or rounding?
+        seen = _significant(pairs)
         floors, floor_noise = _floors_rate(ug, run.env, run.grads, floor_nodes, gen, h_floor)
         rate = radial + floors
         # a ReLU or max after a sum of a scaled and an unscaled term has kinks the direction may
@@ -228,7 +264,7 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         jvp = _jvp(ug, leaves, members) if forward_ad else None
         # rounding of the measured rate: the loss's own float64 rounding through the floors'
         # difference quotient, and the backprop sum's
-        noise = floor_noise + 1e-12 * denom
+        noise = floor_noise + 1e-12 * denom + (0.0 if seen else abs(radial))
         if jvp is not None:
             noise += 4 * abs(jvp - radial)
         scale_ = denom if denom > 0 else 1e-300
@@ -241,9 +277,10 @@ def fingerprint_checked(ug: UnitGraph, h: float = 1e-4, h_floor: float = 1e-3, t
         row = FingerprintRow(
             generator=gen,
             leaves=[ug.traced.leaves[n].name for n, _ in members],
-            # a generator whose leaves the loss does not see on this run (every gradient exactly
-            # 0, no floor: CvT's last query norm, on spatial rows its classifier never reads)
-            # moves nothing, whatever consumed it
+            # a generator whose leaves the loss does not see on this run (every gradient 0 or
+            # rounding, no floor: CvT's last query norm, on spatial rows its classifier never
+            # reads; DBRX's top-1 router, whose weights are divided by their own norm) moves
+            # nothing, whatever consumed it
             predicted_gauge=gen not in loss_gens and (gen not in consumed or not seen and floors == 0.0),
             measured=abs(rate) / scale_,
             weights_only=abs(radial) / scale_,
