@@ -345,12 +345,13 @@ def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str) -> None:
 
 @needs_hf
 @pytest.mark.parametrize(("model_type", "token"), [("deepseek_vl", "image_token_id"), ("glmasr", "audio_token_id"), ("omniasr", "audio_token_id"),
-                                                  ("idefics2", "image_token_id"), ("modernvbert", "image_token_id")])
+                                                  ("idefics2", "image_token_id"), ("modernvbert", "image_token_id"),
+                                                  ("fuyu", "image_token_id")])
 def test_media_tokens_are_counted_where_the_tower_is(model_type: str, token: str) -> None:
     """DeepSeek-VL keeps ``get_image_features`` on its inner model; GLM-ASR's audio features are
     the frames its mask keeps (a count fake tensors cannot give); OmniASR takes waveforms;
     Idefics 2 and ModernVBERT take images only as (batch, images, C, H, W), the latter's tower on
-    its base model. Each checks tokens against features, so the example must carry one token
+    its base model; Fuyu's tower takes patch rows as wide as its projection says. Each checks tokens against features, so the example must carry one token
     per feature or the model rejects it."""
     from unitcheck import hf
 
@@ -358,6 +359,47 @@ def test_media_tokens_are_counted_where_the_tower_is(model_type: str, token: str
     assert int((inputs["input_ids"] == getattr(model.config, token)).sum()) > 0
     with torch.no_grad():
         model(**inputs)
+
+
+class _PatchTower(torch.nn.Module):
+    """Fuyu-like: the tower is one projection of patch rows (192 wide), not an image."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(192, 16)
+
+    def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.proj(pixel_values)
+
+
+class _GridTower(torch.nn.Module):
+    """GLM-5-Next-like: features per image from the grid's values (``tolist`` of lengths)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(12, 16)
+
+    def get_image_features(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor) -> list[torch.Tensor]:
+        sizes = image_grid_thw.prod(-1).tolist()
+        return list(torch.split(self.proj(pixel_values), sizes))
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_media_tokens_where_the_tower_asks_for_another_shape_or_for_values(device: str) -> None:
+    """The image-token count comes from the tower: at the shape its first layer asks for (its
+    own error says so), and from a zeroed CPU copy where fake tensors cannot count (sizes read
+    from values)."""
+    from unitcheck.hf import _media_text
+
+    ids = torch.arange(16).reshape(2, 8)
+    with torch.device(device):
+        patch, grid = _PatchTower(), _GridTower()
+    out = _media_text(patch, ids, {"pixel_values": torch.randn(2, 3, 8, 8)}, 99, "image")
+    assert out is not None and out["pixel_values"].shape[-1] == 192
+    assert int((out["input_ids"] == 99).sum()) == out["pixel_values"].shape[:-1].numel()
+    media = {"pixel_values": torch.randn(10, 12), "image_grid_thw": torch.tensor([[1, 1, 5], [1, 5, 1]])}
+    out = _media_text(grid, ids, media, 99, "image")
+    assert out is not None and (out["input_ids"] == 99).sum(-1).tolist() == [5, 5]
 
 
 @needs_hf

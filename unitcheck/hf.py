@@ -1203,39 +1203,25 @@ def _feature_getter(model: nn.Module, kind: str) -> Any:
 
 def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], token: Any, kind: str
                 ) -> dict[str, Any] | None:
-    """Text with as many ``kind`` tokens as the model's tower yields features for ``media``
-    (counted on fake tensors for a model on meta, by one real run of the tower otherwise)."""
+    """Text with as many ``kind`` tokens as the model's tower yields features for ``media``; where
+    the tower's first layer rejects the media's shape, at the shape it asks for (Fuyu's patch
+    rows, as the probe reshapes the inputs)."""
     get = _feature_getter(model, kind)
     if not _is_int(token) or get is None or (type(model).__name__, kind) in _NO_MEDIA_COUNT:
         return None
-    try:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-        on_meta = next((p.is_meta for p in model.parameters()), True)
-        count: int | None = None
-        if on_meta:  # counted on fake tensors
-            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
-                    _as_export():
-                feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in media.items()})
-            try:
-                count = _feature_count(_tower_output(feats))
-            except Exception as err:  # rows kept by a mask (GLM-ASR): count them on a zeroed CPU copy
-                if "data-dependent" not in str(err) or sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:
-                    raise
-                real = copy.deepcopy(model).to_empty(device="cpu")
-                for t in [*real.parameters(), *real.buffers()]:
-                    t.data.zero_()  # integer buffers too (position ids index tables)
-                get = _feature_getter(real, kind)
-                on_meta = False
-        if not on_meta:  # a real model (the oracle's) is counted by running its tower once
-            with torch.no_grad():
-                feats = get(**media)
-            count = _feature_count(_tower_output(feats))
-    except Exception as err:
-        if any(k in f"{type(err).__name__}: {err}" for k in _SIZE_INDEPENDENT):
-            _NO_MEDIA_COUNT.add((type(model).__name__, kind))
-        return None
+    count: int | None = None
+    for _ in range(3):
+        try:
+            count = _count_features(model, get, media, kind)
+            break
+        except Exception as err:
+            why = f"{type(err).__name__}: {err}"
+            shapes = _reshaped(why, media)
+            if not shapes:
+                if any(k in why for k in _SIZE_INDEPENDENT):
+                    _NO_MEDIA_COUNT.add((type(model).__name__, kind))
+                return None
+            media = _with_shapes(media, shapes[:1], 0)
     if count is None:
         return None
     batch, seq = ids.shape
@@ -1245,6 +1231,32 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
     text = ids[:, : max(2, seq // 2)]
     tokens = torch.full((batch, per_item), int(token), dtype=ids.dtype)
     return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **media}
+
+
+def _count_features(model: nn.Module, get: Any, media: dict[str, Any], kind: str) -> int | None:
+    """Feature vectors the tower yields for ``media``: counted on fake tensors for a model on meta;
+    where that needs values (rows kept by a mask, GLM-ASR; lengths summed from the grid,
+    GLM-5-Next), by running the tower of a zeroed CPU copy, as for a real model (the oracle's)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    if next((p.is_meta for p in model.parameters()), True):
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                    _as_export():
+                feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in media.items()})
+                return _feature_count(_tower_output(feats))
+        except Exception as err:
+            if "data-dependent" not in str(err):
+                raise
+            if sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:  # a larger plan may not be
+                raise HFError("the feature count needs values, and the model is too large to run a copy") from None
+        real = copy.deepcopy(model).to_empty(device="cpu")
+        for t in [*real.parameters(), *real.buffers()]:
+            t.data.zero_()  # integer buffers too (position ids index tables)
+        get = _feature_getter(real, kind)
+    with torch.no_grad():
+        return _feature_count(_tower_output(get(**media)))
 
 
 def _tower_output(feats: Any) -> Any:
