@@ -1221,7 +1221,7 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
                 if any(k in why for k in _SIZE_INDEPENDENT):
                     _NO_MEDIA_COUNT.add((type(model).__name__, kind))
                 return None
-            media = _with_shapes(media, shapes[:1], 0)
+            media = _with_shapes(media, (shapes[0],), 0)
     if count is None:
         return None
     batch, seq = ids.shape
