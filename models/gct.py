@@ -39,7 +39,7 @@ from .layers import (
     check_config,
     init_gpt_style,
     lm_output,
-    orthogonal,
+    residual_update,
 )
 
 
@@ -130,9 +130,8 @@ class Block(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         a_attn, a_mlp = self.alphas()
-        h = canonical(h + a_attn * canonical(orthogonal(self.attn(h), h)))
-        h = canonical(h + a_mlp * canonical(orthogonal(self.mlp(h), h)))
-        return h
+        h = residual_update(h, self.attn(h), a_attn)  # C(h + alpha C(P_perp_h a))
+        return residual_update(h, self.mlp(h), a_mlp)
 
 
 class Transformer(nn.Module):

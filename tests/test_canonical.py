@@ -24,6 +24,32 @@ def test_orthogonal_backward_is_the_exact_gradient() -> None:
 
 
 
+def _composed(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    return canonical(h + alpha * canonical(orthogonal(u, h)))
+
+
+def test_residual_update_is_the_composition_forward_and_backward() -> None:
+    """The fused update (compiled in eager training) against the three calls it replaces."""
+    from unitcheck import compiled
+    from unitcheck.canonical import _update_backward, _update_forward, residual_update
+
+    g = torch.Generator().manual_seed(0)
+    leaves = [torch.randn(4, 9, 32, dtype=torch.float64, generator=g) for _ in range(2)]
+    leaves.append(torch.tensor(0.37, dtype=torch.float64))
+    grads = []
+    for fn in (residual_update, _composed):
+        xs = [t.clone().requires_grad_() for t in leaves]
+        out = fn(*xs)
+        out.backward(torch.cos(torch.arange(out.numel(), dtype=torch.float64)).view_as(out))
+        grads.append([out.detach()] + [x.grad for x in xs])
+    for a, b in zip(*grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    if compiled.compile_enabled():
+        for kernel in (_update_forward, _update_backward):
+            assert compiled._COMPILED[kernel] is not kernel  # the compiled kernels ran
+    assert torch.autograd.gradcheck(residual_update, tuple(t.clone().requires_grad_() for t in leaves))
+
+
 def test_canonical_runs_compiled_and_matches_the_formula() -> None:
     """C in eager training runs through compiled kernels (unless UNITCHECK_COMPILE=0) and is
     still the exact formula, forward and backward."""

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from .compiled import call_compiled
 
-__all__ = ["CANONICAL_EPS", "canonical", "orthogonal"]
+__all__ = ["CANONICAL_EPS", "canonical", "orthogonal", "residual_update"]
 
 CANONICAL_EPS = 1e-6
 """The canonicaliser's floor eps_x, shared by models/gct and the GCT rewrite."""
@@ -68,6 +68,7 @@ def _tracing() -> bool:
 
 _CALLS = itertools.count()
 CALL_KEY = "unitcheck_call"  # node.meta["custom"]: which call made the node (see _marked)
+OUTER_KEY = "unitcheck_outer"  # and the outermost marked call around it, (name, id), if nested
 
 
 def next_call_id() -> int:
@@ -78,8 +79,14 @@ def next_call_id() -> int:
 @contextlib.contextmanager
 def _marked(name: str) -> Iterator[None]:
     """Nodes a capture records inside are marked as one call of ``name``: their traced formula
-    is not the one eager autograd runs, so code generation writes the call back."""
-    with fx_traceback.annotate({CALL_KEY: name, "unitcheck_call_id": next_call_id()}):
+    is not the one eager autograd runs, so code generation writes the call back. A call inside
+    another marked call (C inside the residual update) also records the outermost one, which
+    code generation writes back first."""
+    around = fx_traceback.current_meta.get("custom") or {}
+    mark: dict[str, object] = {CALL_KEY: name, "unitcheck_call_id": next_call_id()}
+    if CALL_KEY in around:
+        mark[OUTER_KEY] = around.get(OUTER_KEY) or (around[CALL_KEY], around["unitcheck_call_id"])
+    with fx_traceback.annotate(mark):
         yield
 
 
@@ -124,3 +131,66 @@ def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
     with _marked("orthogonal"):
         return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+
+
+def _update_forward(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
+    """y = C(h + alpha q), q = C(P_perp_h u), and what the backward needs."""
+    d = h.size(-1)
+    n = _dot(h, h)
+    c = _dot(u, h) / n
+    p = u - c * h
+    r1 = torch.rsqrt(_dot(p, p) / d + eps)
+    q = p * r1
+    s = h + alpha * q
+    r2 = torch.rsqrt(_dot(s, s) / d + eps)
+    return s * r2, q, r1, r2, c, n
+
+
+def _update_backward(g: torch.Tensor, y: torch.Tensor, q: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor,
+                     c: torch.Tensor, n: torch.Tensor, h: torch.Tensor, u: torch.Tensor,
+                     alpha: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """C's backward twice and P_perp's once (see _Canonical and _Orthogonal), chained."""
+    d = h.size(-1)
+    gs = r2 * (g - y * (_dot(g, y) / d))
+    gq = alpha * gs
+    gp = r1 * (gq - q * (_dot(gq, q) / d))
+    t = _dot(gp, h) / n
+    gu = gp - t * h
+    gh = gs - c * gp - t * (u - 2 * c * h)
+    return gh, gu, gs * q
+
+
+class _ResidualUpdate(torch.autograd.Function):
+    """C(h + alpha C(P_perp_h u)) as one compiled kernel each way, with the backward written out
+    (an explicit backward keeps retain_graph and double calls working, which a compiled autograd
+    graph with donated buffers refuses)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        y, q, r1, r2, c, n = call_compiled(_update_forward, h, u, alpha, eps)
+        ctx.save_for_backward(y, q, r1, r2, c, n, h, u, alpha)
+        return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
+        saved = ctx.saved_tensors
+        alpha = saved[-1]
+        gh, gu, ga = call_compiled(_update_backward, g.contiguous(), *saved)
+        return gh, gu, ga.sum_to_size(alpha.shape), None
+
+
+def residual_update(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor | float,
+                    eps: float = CANONICAL_EPS) -> torch.Tensor:
+    """GCT's residual update h <- C(h + alpha C(P_perp_h u)) (seed 000).
+
+    The same function as the three calls it names; in eager training one compiled kernel each
+    way (the three calls make about fifteen passes over the activations, GCT's main cost over a
+    GPT step). Captures see the three calls, marked as one call of this function, which code
+    generation writes back."""
+    if _tracing():
+        with _marked("residual_update"):
+            return canonical(h + alpha * canonical(orthogonal(u, h), eps), eps)
+    a = alpha if isinstance(alpha, torch.Tensor) else torch.tensor(alpha, dtype=h.dtype, device=h.device)
+    if not torch.is_grad_enabled() or not (h.requires_grad or u.requires_grad or a.requires_grad):
+        return canonical(h + alpha * canonical(orthogonal(u, h), eps), eps)
+    return _ResidualUpdate.apply(h, u, a, eps)  # type: ignore[no-any-return]

@@ -38,6 +38,20 @@ def test_bundled_models_regenerate_exactly(name: str) -> None:
     _check(*build(name, **({"dropout": 0.1} if name == "gpt" else {})))
 
 
+@pytest.mark.parametrize("name", ["gct", "qknorm"])
+def test_regenerated_models_keep_their_declarations(name: str) -> None:
+    """The original's ``__units__`` (GCT's step sizes and gains, dimensionless by design) are
+    the regenerated module's too: without them it lints dirty where the original is clean."""
+    from unitcheck import lint
+
+    model, inputs = build(name)
+    res = rewrite(model, inputs, to="identity")
+    before, after = lint(model, inputs), lint(res.module, inputs)
+    assert [(v.rule, v.module) for v in after.violations] == [(v.rule, v.module) for v in before.violations]
+    if name == "gct":  # the fused residual update is called again, not inlined as its three calls
+        assert res.source.count("residual_update(") == 2 * model.config.n_layer, res.source
+
+
 @pytest.mark.slow
 def test_ngpt_regenerates_exactly() -> None:
     _check(*build("ngpt"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from torch import nn
 
+from ..declarations import resolve_declarations
 from .codegen import generate, render_source
 from .gct import GCTResult, RewriteError, gct_graph
 from .variants import capture
@@ -53,6 +54,14 @@ class RewriteResult:
         return out
 
 
+def _kept_declarations(model: nn.Module, root: nn.Module) -> dict[str, str]:
+    """The original's own declarations (``__units__``, ``declare()``) of the parameters and
+    buffers the generated module still has: without them a regenerated GCT model's gains and
+    step sizes become unit variables, and the null rewrite of a clean model lints dirty."""
+    have = {n for n, _ in root.named_parameters()} | {n for n, _ in root.named_buffers()}
+    return {n: str(u) for n, u in resolve_declarations(model).items() if n in have}
+
+
 def _unchanged(traced: Any) -> GCTResult:
     return GCTResult(traced, {}, [], [], 0, 0)
 
@@ -82,7 +91,8 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
         if train is not None:
             nvfp4_graph(train.traced, nvfp4)
     gen = generate(res.traced, train.traced if train is not None else None, caps.dtype, caps.other)
-    units = {**res.declared, **{name: p.unit for name, p in res.new_params.items()}}
+    units = {**_kept_declarations(model, gen.root), **res.declared,
+             **{name: p.unit for name, p in res.new_params.items()}}
     how = f"--to {to}" + (f" --nvfp4 {nvfp4}" if nvfp4 else "")
     if to == "identity":
         summary = "The model regenerated with no rewrite applied: it computes what the original computes."

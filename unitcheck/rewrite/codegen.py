@@ -27,7 +27,7 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..canonical import CALL_KEY, canonical, orthogonal
+from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..runtime import copy_into, update_buffer
@@ -159,42 +159,75 @@ def _fetch(root: Any, name: str) -> Any:
 
 def _library_calls(graph: fx.Graph) -> None:
     """A call the original model made to :func:`~unitcheck.canonical.canonical`,
-    :func:`~unitcheck.canonical.orthogonal` or an ``autograd.Function`` (BLOOM's GeLU) is a call
-    again: tracing records a forward formula whose autograd differs in its last bits from the
-    hand-written backward eager training runs. Each call's nodes are marked (``CALL_KEY``); an
-    intact group (its inputs and one output as the function has them) becomes one call."""
-    groups: dict[int, list[fx.Node]] = {}
-    for node in graph.nodes:
-        mark = node.meta.get("custom") or {}
-        if CALL_KEY in mark:
-            groups.setdefault(mark["unitcheck_call_id"], []).append(node)
-    for nodes in groups.values():
-        name = nodes[0].meta["custom"][CALL_KEY]
-        inside = set(nodes)
-        outputs = [n for n in nodes if any(u not in inside for u in n.users)]
-        inputs = list(dict.fromkeys(p for n in nodes for p in n.all_input_nodes if p not in inside))
-        if len(outputs) != 1 or outputs[0] is not nodes[-1]:
-            continue
-        out = outputs[0]
-        fn: Any = None
-        args: tuple[Any, ...] = ()
-        if name == "autograd_function":
-            found = _function_call(nodes, inside)
-            if found is not None:
-                fn, args = found
-        elif name == "canonical" and len(inputs) == 1 and base_name(out) == "rms_norm":
-            args, fn = (inputs[0], named_args(out).get("eps")), canonical
-        elif name == "orthogonal" and len(inputs) == 2 and base_name(out) == "sub" and out.args[0] in inputs:
-            a = out.args[0]
-            args, fn = (a, next(p for p in inputs if p is not a)), orthogonal
-        if fn is None:
-            continue
-        with graph.inserting_after(out):
-            call = graph.call_function(fn, args)
-        call.meta.update({k: v for k, v in out.meta.items() if k != "custom"})
-        out.replace_all_uses_with(call)
-        for n in reversed(nodes):
-            graph.erase_node(n)
+    :func:`~unitcheck.canonical.orthogonal`, :func:`~unitcheck.canonical.residual_update` or an
+    ``autograd.Function`` (BLOOM's GeLU) is a call again: tracing records a forward formula whose
+    autograd differs in its last bits from the hand-written backward eager training runs. Each
+    call's nodes are marked (``CALL_KEY``); an intact group (its inputs and one output as the
+    function has them) becomes one call, the outermost first (the residual update, then the
+    calls inside it if it is not intact)."""
+    for outer in (True, False):
+        groups: dict[int, list[fx.Node]] = {}
+        for node in graph.nodes:
+            mark = node.meta.get("custom") or {}
+            if CALL_KEY in mark:
+                key = mark[OUTER_KEY][1] if outer and OUTER_KEY in mark else mark["unitcheck_call_id"]
+                groups.setdefault(key, []).append(node)
+        for nodes in groups.values():
+            _call_again(graph, nodes)
+
+
+def _call_again(graph: fx.Graph, nodes: list[fx.Node]) -> None:
+    """Replace one marked group by the call that made it, where the group is intact."""
+    mark = nodes[0].meta["custom"]
+    name = mark[OUTER_KEY][0] if OUTER_KEY in mark else mark[CALL_KEY]
+    inside = set(nodes)
+    outputs = [n for n in nodes if any(u not in inside for u in n.users)]
+    inputs = list(dict.fromkeys(p for n in nodes for p in n.all_input_nodes if p not in inside))
+    if len(outputs) != 1 or outputs[0] is not nodes[-1]:
+        return
+    out = outputs[0]
+    fn: Any = None
+    args: tuple[Any, ...] = ()
+    if name == "autograd_function":
+        found = _function_call(nodes, inside)
+        if found is not None:
+            fn, args = found
+    elif name == "canonical" and len(inputs) == 1 and base_name(out) == "rms_norm":
+        args, fn = (inputs[0], named_args(out).get("eps")), canonical
+    elif name == "orthogonal" and len(inputs) == 2 and base_name(out) == "sub" and out.args[0] in inputs:
+        a = out.args[0]
+        args, fn = (a, next(p for p in inputs if p is not a)), orthogonal
+    elif name == "residual_update":
+        found_args = _update_args(out, inside, inputs)
+        if found_args is not None:
+            args, fn = found_args, residual_update
+    if fn is None:
+        return
+    with graph.inserting_after(out):
+        call = graph.call_function(fn, args)
+    call.meta.update({k: v for k, v in out.meta.items() if k != "custom"})
+    out.replace_all_uses_with(call)
+    for n in reversed(nodes):
+        graph.erase_node(n)
+
+
+def _update_args(out: fx.Node, inside: set[fx.Node], inputs: list[fx.Node]) -> tuple[Any, ...] | None:
+    """(h, u, alpha, eps) of a captured ``residual_update``: C(h + alpha C(P_perp_h u)) read
+    back from its last nodes; None where the group is not that formula."""
+    add = out.args[0] if base_name(out) == "rms_norm" else None
+    if not isinstance(add, fx.Node) or base_name(add) != "add" or add not in inside:
+        return None
+    h, scaled = add.args[0], add.args[1]
+    if not isinstance(scaled, fx.Node) or base_name(scaled) != "mul" or scaled not in inside:
+        return None
+    alpha = next((a for a in scaled.args if not (isinstance(a, fx.Node) and a in inside)), None)
+    sub = next((n for n in inside if base_name(n) == "sub" and n.args[0] not in inside), None)
+    if sub is None or h in inside or alpha is None:
+        return None
+    u = sub.args[0]
+    if set(inputs) != {x for x in (h, u, alpha) if isinstance(x, fx.Node)}:
+        return None
+    return h, u, alpha, named_args(out).get("eps")
 
 
 def _function_call(nodes: list[fx.Node], inside: set[fx.Node]) -> tuple[Any, tuple[Any, ...]] | None:
