@@ -95,7 +95,7 @@ class _Alignment:
         return type(x) is type(y) and bool(x == y)
 
     def _same_value(self, x: fx.Node, y: fx.Node) -> bool:
-        xs, ys = _forwarded(x, self.alias_a), _forwarded(y, self.alias_b)
+        xs, ys = _forwarded(x), _forwarded(y)
         for k, a in enumerate(xs):
             m = self.mapping.get(a)
             if m not in ys:
@@ -156,16 +156,16 @@ def _dtype_cast(node: fx.Node) -> bool:
         and "dtype" in node.kwargs
 
 
-def _forwarded(node: Any, alias: dict[fx.Node, Any]) -> list[fx.Node]:
-    """The node and the values it forwards unchanged through skippable ops."""
+def _forwarded(node: Any) -> list[fx.Node]:
+    """The node and the values it forwards unchanged through skippable ops, each of them (a cast
+    only one capture makes can sit behind a copy both make: MPT's ``softmax(...).to(v.dtype)``
+    before its dropout's copy)."""
     out = []
     while isinstance(node, fx.Node):
         out.append(node)
         if node.op != "call_function" or base_name(node) not in _SKIPPABLE or not node.args:
             break
         node = node.args[0]
-        while isinstance(node, fx.Node) and node in alias:
-            node = alias[node]
     return out
 
 

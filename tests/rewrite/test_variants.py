@@ -1,0 +1,42 @@
+"""Aligning a float32 capture with a float64 one: every cast only one capture makes ends up in
+the generated code, written relative to the model's dtype."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from unitcheck.rewrite.variants import align
+
+aten = torch.ops.aten
+
+
+def _attention(cast_back: bool) -> fx.Graph:
+    """MPT's lowered attention: ``softmax(s.float()).to(v.dtype)``, then the copy a dropout of
+    p = 0 leaves, then ``@ v``. In the float32 capture the cast back is elided."""
+    g = fx.Graph()
+    s, v = g.placeholder("s"), g.placeholder("v")
+    s.meta["val"] = torch.empty(2, 3, 3)  # already cast to float32 (``.float()``)
+    v.meta["val"] = torch.empty(2, 3, 3, dtype=torch.float64 if cast_back else torch.float32)
+    w = g.call_function(aten._softmax.default, (s, -1, False))
+    w.meta["val"] = torch.empty(2, 3, 3)
+    if cast_back:
+        w = g.call_function(aten._to_copy.default, (w,), {"dtype": torch.float64})
+        w.meta["val"] = torch.empty(2, 3, 3, dtype=torch.float64)
+    c = g.call_function(aten.clone.default, (w,))
+    c.meta["val"] = w.meta["val"]
+    out = g.call_function(aten.matmul.default, (c, v))
+    g.output(out)
+    return g
+
+
+def test_a_cast_only_the_other_capture_makes_behind_a_copy_is_kept() -> None:
+    a = _attention(cast_back=False)
+    diffs = align(a, _attention(cast_back=True))
+    casts = [n for n in a.nodes if n.target is aten._to_copy.default]
+    assert [(n, key, x, y) for n, key, x, y in diffs] == [(*casts, "dtype", torch.float32, torch.float64)], a
+    matmul = next(n for n in a.nodes if n.target is aten.matmul.default)
+    path = [matmul.args[0]]
+    while path[-1].target is not aten._softmax.default:
+        path.append(path[-1].args[0])
+    assert casts[0] in path  # the product reads the probabilities through the cast
