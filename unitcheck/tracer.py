@@ -236,6 +236,17 @@ def _unaliased(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any
     return pytree.tree_map(fresh, args), pytree.tree_map(fresh, kwargs)
 
 
+DETACH_KEY = "unitcheck_detach"  # node.meta["custom"]: an ``alias`` lowering made of a ``detach``
+
+
+def _mark_detaches(graph: fx.Graph) -> None:
+    """Lowering to the inference IR makes ``detach`` an ``alias`` (no autograd there); the mark
+    survives it, so that generated code detaches again (XLNet's returned memory)."""
+    for n in graph.nodes:
+        if n.target is aten.detach.default:
+            n.meta.setdefault("custom", {})[DETACH_KEY] = True
+
+
 def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> bool:
     """Export's training IR already has the high-level ops the rules want (and lowering it costs
     as much as the export itself). Lower only when it holds a mutating op, which
@@ -365,6 +376,7 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
         if spec is not None:
             where = _check_specialised(ep, spec)
         if _needs_lowering(ep.graph_module.graph, lower_op):
+            _mark_detaches(ep.graph_module.graph)
             ep = ep.run_decompositions(_decomposition_table())
     gm = ep.graph_module
     names = _canonical_names(model)

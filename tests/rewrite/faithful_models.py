@@ -54,6 +54,21 @@ class Relative(nn.Module):
         return F.scaled_dot_product_attention(h, x, x) + scores.softmax(-1) @ x
 
 
+class DetachedMemory(nn.Module):
+    """XLNet style: the hidden states returned as memory, detached; an in-place op elsewhere
+    makes the capture lowered, where ``detach`` becomes ``alias``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.lin(x)
+        shifted = h.clone()
+        shifted.add_(1.0)
+        return (shifted * h).mean(), h[:, 1:].detach()
+
+
 class ConvNorm(nn.Module):
     """Batch-norm statistics and dropout: the training graph differs from the eval graph."""
 

@@ -13,9 +13,10 @@ import torch
 from unitcheck.models import build
 
 from unitcheck.rewrite.api import rewrite
+from unitcheck.rewrite.equal import differences
 from unitcheck.testing import same_computation
 
-from .faithful_models import ConvNorm, CustomOp, Relative, StraightThrough
+from .faithful_models import ConvNorm, CustomOp, DetachedMemory, Relative, StraightThrough
 
 HERE = Path(__file__).resolve().parent
 
@@ -52,6 +53,16 @@ def test_casts_and_limits_follow_the_models_dtype() -> None:
     original, generated = copy.deepcopy(model).double(), copy.deepcopy(res.module).double()
     with torch.no_grad():
         assert torch.equal(original(x.double()), generated(x.double()))
+
+
+def test_a_detached_output_stays_detached() -> None:
+    """Gradients flow from every float output in the comparison step: an attached memory would
+    add its own."""
+    model, x = DetachedMemory(), torch.randn(2, 5, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "detach" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
 
 
 def test_generated_code_imports_the_module_that_registers_a_custom_op(tmp_path: Path) -> None:

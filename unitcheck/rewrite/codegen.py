@@ -31,7 +31,7 @@ from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_upd
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..runtime import copy_into, update_buffer
-from ..tracer import TracedGraph
+from ..tracer import DETACH_KEY, TracedGraph
 from .patterns import set_attr
 from .variants import DTYPE_KEY, TRAIN_KEY, named_args
 
@@ -230,6 +230,14 @@ def _update_args(out: fx.Node, inside: set[fx.Node], inputs: list[fx.Node]) -> t
     return h, u, alpha, named_args(out).get("eps")
 
 
+def _detach_again(graph: fx.Graph) -> None:
+    """An ``alias`` a lowered capture made of a ``detach`` detaches again: in eager autograd the
+    two differ (the original's memory carries no gradient)."""
+    for n in graph.nodes:
+        if n.target is torch.ops.aten.alias.default and (n.meta.get("custom") or {}).get(DETACH_KEY):
+            n.target = torch.ops.aten.detach.default
+
+
 def _function_call(nodes: list[fx.Node], inside: set[fx.Node]) -> tuple[Any, tuple[Any, ...]] | None:
     """``(Cls.apply, args)`` for a marked ``autograd.Function`` call whose nodes read nothing
     from outside but its tagged arguments (else None: the inlined form stays)."""
@@ -377,6 +385,7 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
     for name, traced in pairs:
         graph = _as_module_graph(traced, root)
         _library_calls(graph)
+        _detach_again(graph)
         _follow_literals(graph, dtype, other, notes)
         _device_and_metadata(graph, drop_casts=other is None)
         graph.lint()
