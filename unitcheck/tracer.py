@@ -69,6 +69,7 @@ _KEEP_NAMES = (
     "hardswish.default",
     "hardsigmoid.default",
     "nll_loss_forward.default",
+    "logsumexp.default",
     "mse_loss.default",
     "l1_loss.default",
     "smooth_l1_loss.default",

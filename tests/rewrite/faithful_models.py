@@ -69,6 +69,23 @@ class DetachedMemory(nn.Module):
         return (shifted * h).mean(), h[:, 1:].detach()
 
 
+class LogSumExpSink(nn.Module):
+    """GraniteMoE-SWA style: attention sinks as ``sigmoid(logsumexp(s) - sink)``; an in-place op
+    makes the capture lowered, where ``logsumexp`` would become max, exp, sum and log, whose
+    backward rounds differently from the op's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.sink = nn.Parameter(torch.randn(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        s = h.clone()
+        s.add_(1.0)
+        return (torch.sigmoid(torch.logsumexp(s, dim=-1, keepdim=True) - self.sink) * h).mean()
+
+
 class ConvNorm(nn.Module):
     """Batch-norm statistics and dropout: the training graph differs from the eval graph."""
 
