@@ -346,12 +346,16 @@ def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str) -> None:
 @needs_hf
 @pytest.mark.parametrize(("model_type", "token"), [("deepseek_vl", "image_token_id"), ("glmasr", "audio_token_id"), ("omniasr", "audio_token_id"),
                                                   ("idefics2", "image_token_id"), ("modernvbert", "image_token_id"),
-                                                  ("fuyu", "image_token_id")])
+                                                  ("fuyu", "image_token_id"), ("qwen2_audio", "audio_token_id"),
+                                                  ("musicflamingo", "audio_token_id"),
+                                                  ("moss_transcribe_diarize", "audio_token_id")])
 def test_media_tokens_are_counted_where_the_tower_is(model_type: str, token: str) -> None:
     """DeepSeek-VL keeps ``get_image_features`` on its inner model; GLM-ASR's audio features are
     the frames its mask keeps (a count fake tensors cannot give); OmniASR takes waveforms;
     Idefics 2 and ModernVBERT take images only as (batch, images, C, H, W), the latter's tower on
-    its base model; Fuyu's tower takes patch rows as wide as its projection says. Each checks tokens against features, so the example must carry one token
+    its base model; Fuyu's tower takes patch rows as wide as its projection says. Qwen2-Audio has
+    no getter, MusicFlamingo's wants the text and MOSS's a processor's mask: their forward's own
+    check says how many features the audio makes. Each checks tokens against features, so the example must carry one token
     per feature or the model rejects it."""
     from unitcheck import hf
 

@@ -1207,21 +1207,25 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
     the tower's first layer rejects the media's shape, at the shape it asks for (Fuyu's patch
     rows, as the probe reshapes the inputs)."""
     get = _feature_getter(model, kind)
-    if not _is_int(token) or get is None or (type(model).__name__, kind) in _NO_MEDIA_COUNT:
+    if not _is_int(token) or (type(model).__name__, kind) in _NO_MEDIA_COUNT:
         return None
     count: int | None = None
-    for _ in range(3):
+    for _ in range(3 if get is not None else 0):
         try:
             count = _count_features(model, get, media, kind)
             break
         except Exception as err:
             why = f"{type(err).__name__}: {err}"
+            if "required positional argument" in why:
+                break  # the getter wants the text too (MusicFlamingo) or a processor's mask (MOSS)
             shapes = _reshaped(why, media)
             if not shapes:
                 if any(k in why for k in _SIZE_INDEPENDENT):
                     _NO_MEDIA_COUNT.add((type(model).__name__, kind))
                 return None
             media = _with_shapes(media, (shapes[0],), 0)
+    if count is None:
+        count = _count_from_check(model, ids, media, int(token))
     if count is None:
         return None
     batch, seq = ids.shape
@@ -1231,6 +1235,31 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
     text = ids[:, : max(2, seq // 2)]
     tokens = torch.full((batch, per_item), int(token), dtype=ids.dtype)
     return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **media}
+
+
+_FEATURES_SAID = re.compile(r"features and \w+ tokens do not match, tokens: \d+, features: (\d+)")
+
+
+def _count_from_check(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], token: int) -> int | None:
+    """Where no tower getter counts the features (Qwen2-Audio computes them inside forward), the
+    model's own check says how many it made: a forward on text with two media tokens (adjacent,
+    as a processor expands them: Qwen2-Audio takes a lone token for the legacy layout) fails with
+    transformers' "... features and ... tokens do not match, tokens: 2, features: N". Run on a
+    zeroed CPU copy of a model on meta (small models only)."""
+    if next((p.is_meta for p in model.parameters()), True):
+        if sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:
+            return None
+        model = copy.deepcopy(model).to_empty(device="cpu")
+        for t in [*model.parameters(), *model.buffers()]:
+            t.data.zero_()
+    try:
+        with torch.no_grad(), _quiet():
+            pair = torch.full((ids.shape[0], 2), token, dtype=ids.dtype)
+            model(input_ids=torch.cat([ids[:, :1], pair, ids[:, 1:]], dim=1), **media)
+    except Exception as err:
+        found = _FEATURES_SAID.search(str(err))
+        return int(found.group(1)) if found else None
+    return None
 
 
 def _count_features(model: nn.Module, get: Any, media: dict[str, Any], kind: str) -> int | None:
