@@ -389,6 +389,31 @@ def stacked_heads_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(StackedHeadsLM)
 
 
+class CodebookLossesLM(StackedHeadsLM):
+    """MusicGen's tables, heads and loss: one embedding table per codebook, summed; one
+    ``nn.Linear`` head per codebook stacked (parts with different units: a UC101 on the stack
+    too); one cross-entropy per codebook, each reading its slice of the stack (a UC301 per
+    codebook, on the same heads)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.lm_heads = nn.ModuleList(nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False) for _ in range(3))
+        self.tables = nn.ModuleList(nn.Embedding(cfg.vocab_size, cfg.n_embd) for _ in range(4))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = sum(table(idx) for table in self.tables)  # one table per codebook, summed
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        h = self.norm(x)
+        logits = torch.stack([head(h) for head in self.lm_heads], dim=1)
+        return sum(torch.nn.functional.cross_entropy(logits[:, i].contiguous().view(-1, logits.shape[-1]),
+                                                     targets.reshape(-1)) for i in range(3))
+
+
+def codebook_losses_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(CodebookLossesLM)
+
+
 class ScaledResidualBlock(nn.Module):
     """MiniMax's block: ``residual * alpha + branch * beta`` with constant factors, the stream
     normalised before it is kept (post-norm)."""

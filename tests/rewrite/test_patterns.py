@@ -16,6 +16,7 @@ from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
 from .pattern_models import (
+    codebook_losses_lm,
     explicit_attention_lm,
     fp32_residual_lm,
     normed_embedding_lm,
@@ -161,10 +162,12 @@ def test_skip_term_gain_declared_dimensionless() -> None:
     assert infer_units(res.module, inputs).violations == []
 
 
-def test_stacked_per_position_heads() -> None:
+@pytest.mark.parametrize("build_lm", [stacked_heads_lm, codebook_losses_lm])
+def test_stacked_per_position_heads(build_lm) -> None:  # type: ignore[no-untyped-def]
     """CSM's codebook heads: the logits are a stack of one linear head per position (UC301 on a
-    stack, not one projection); each head becomes its own dimensionless linear with a gain."""
-    model, inputs = stacked_heads_lm()
+    stack, not one projection); each head becomes its own dimensionless linear with a gain, once,
+    also where each codebook's loss reads the stack (MusicGen)."""
+    model, inputs = build_lm()
     assert ("UC301", "") in {(v.rule, v.module) for v in lint(model, inputs).violations}
     res = rewrite(model, inputs)
     assert res.complete and not res.gct.unhandled

@@ -633,17 +633,18 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
     return None
 
 
-def _stacked_projections(node: Any) -> list[fx.Node] | None:
+def _stacked_projections(node: Any) -> tuple[fx.Node | None, list[fx.Node] | None]:
     """Per-position heads stacked into one logits tensor (CSM's codebook heads:
-    ``stack([linear(h[:, i], W_i) for i])``): each part's own linear projection, or None."""
+    ``stack([linear(h[:, i], W_i) for i])``): the stack, and each part's own linear projection
+    (None where a part is not one)."""
     while isinstance(node, fx.Node) and base_name(node) in MOVEMENT_OPS and base_name(node) not in ("stack", "cat"):
         node = node.args[0]
     if not (isinstance(node, fx.Node) and base_name(node) in ("stack", "cat") and isinstance(node.args[0], (list, tuple))):
-        return None
+        return None, None
     parts = [_projection(p) for p in node.args[0]]
     if not parts or any(p is None or base_name(p) != "linear" for p in parts):
-        return None
-    return parts  # type: ignore[return-value]
+        return node, None
+    return node, parts  # type: ignore[return-value]
 
 
 def _on_stream(ctx: RewriteContext, h: Any) -> bool:
@@ -679,13 +680,17 @@ def logits(ctx: RewriteContext) -> None:
     head's transform computes from it; a constant scaling or soft cap after it stays, and so does
     a learned scaling (its parameters declared dimensionless)."""
     memo: dict[fx.Node, bool] = {}
+    stacks: set[fx.Node] = set()  # rewritten already: each codebook's loss reads the one stack (MusicGen)
     for n in list(ctx.graph.nodes):
         if record(n).violation != "UC301":
             continue
         terms: list[fx.Node] = []
         src = _projection(n.args[0], lambda x: not _data_dependent(ctx, x, memo), terms)
-        parts = _stacked_projections(n.args[0]) if src is None else None
+        stack, parts = _stacked_projections(n.args[0]) if src is None else (None, None)
+        if stack in stacks:
+            continue
         if parts:
+            stacks.add(stack)  # type: ignore[arg-type]
             for i, part in enumerate(parts):
                 name, k = f"logit_gain_{i}", 1
                 while name in ctx.new_params:

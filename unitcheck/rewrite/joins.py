@@ -26,7 +26,7 @@ import torch
 import torch.fx as fx
 
 from ..canonical import canonical
-from ..fxutil import base_name, module_path
+from ..fxutil import MOVEMENT_OPS, base_name, module_path
 from ..record import record
 from ..units import Unit
 from .patterns import RewriteContext, attention_scores, describe, through_casts
@@ -70,6 +70,15 @@ def _same_shape_terms(node: fx.Node) -> bool:
         and all(_weights(u) for u in units) and _weights(units[0]) != _weights(units[1])
 
 
+def _next_term(node: fx.Node, k: int) -> bool:
+    """Is term ``k`` of a sum that continues a mixed sum another weighted tensor of the sum's
+    shape (the sum so far has no unit of its own after the mismatch)?"""
+    out, term = node.meta.get("val"), node.args[k]
+    val = term.meta.get("val") if isinstance(term, fx.Node) else None
+    return node.kwargs.get("alpha") in (None, 1) and isinstance(out, torch.Tensor) and isinstance(val, torch.Tensor) \
+        and val.shape == out.shape and val.is_floating_point() and bool(_weights(record(term).unit))  # type: ignore[arg-type]
+
+
 _SOFTMAX = {"softmax", "_softmax", "_safe_softmax"}
 
 
@@ -85,6 +94,30 @@ def _biased_scores(node: fx.Node, depth: int = 6) -> bool:
         frontier = [u for n in frontier for u in n.users]
         if any(base_name(u) in _SOFTMAX for u in frontier):
             return True
+    return False
+
+
+def _logit_heads(join: fx.Node) -> bool:
+    """A join of linear heads that a likelihood loss reads (MusicGen's codebook heads stacked,
+    each codebook's cross-entropy on its slice): the logits rule makes each head dimensionless,
+    which canonicalising the parts first would leave it no linear to find."""
+    parts = join.args[0]
+    if not isinstance(parts, (list, tuple)) or not parts:
+        return False
+    for p in parts:
+        while isinstance(p, fx.Node) and base_name(p) in MOVEMENT_OPS:
+            p = p.args[0]
+        if not (isinstance(p, fx.Node) and base_name(p) == "linear"):
+            return False
+    stack, seen = [join], {join}
+    while stack:
+        n = stack.pop()
+        if record(n).violation == "UC301":
+            return True
+        for u in n.users:
+            if u not in seen and (base_name(u) in MOVEMENT_OPS or record(u).violation == "UC301"):
+                seen.add(u)
+                stack.append(u)
     return False
 
 
@@ -104,14 +137,24 @@ def mixed_parts(ctx: RewriteContext) -> None:
     done: set[fx.Node] = set()
     for n in list(ctx.graph.nodes):
         name = base_name(n)
-        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, "slice_scatter") or not n.users:
+        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, "slice_scatter") or not n.users or n in done:
             continue
         if name in _SUMS:
             if not _same_shape_terms(n) or _biased_scores(n):
                 continue  # a mask or bias added to scores: the attention rules' part, or left to lint
             n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
             count = 2
+            # the sum goes on (``sum(table_i(ids[:, i]) for i)``, MusicGen's codebook tables):
+            # each later term is made dimensionless too
+            while len(n.users) == 1 and base_name(u := next(iter(n.users))) == "add" and u not in done \
+                    and _next_term(u, 1 if u.args[0] is n else 0):
+                k = 1 if u.args[0] is n else 0
+                u.args = tuple(_canonical_before(ctx, a, u) if i == k else a for i, a in enumerate(u.args))  # type: ignore[arg-type]
+                done.add(u)
+                n, count = u, count + 1
         elif name in _LISTS:
+            if _logit_heads(n):
+                continue
             parts = list(n.args[0])  # type: ignore[arg-type]
             new = [_canonical_before(ctx, p, n) if isinstance(p, fx.Node) else p for p in parts]
             n.args = (new, *n.args[1:])
