@@ -107,3 +107,26 @@ def test_autograd_functions_keep_their_backward() -> None:
     res = rewrite(model, (x,), to="identity")
     assert "RoundThrough" in res.source
     assert same_computation(model, res.module, (x,), training=True)
+
+
+class RejectsItsInputs(nn.Module):
+    """A model whose own check fails on the example (as multimodal models reject text without
+    media tokens): the capture on meta defers the check, the comparison runs it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_exporting() and bool((x > 100).any()) is False:
+            raise ValueError("Audio features and audio tokens do not match, tokens: 0, features: 4")
+        return self.lin(x)
+
+
+def test_a_model_that_fails_on_its_own_inputs_is_a_user_error() -> None:
+    from unitcheck.errors import UsageError
+
+    model, x = RejectsItsInputs(), torch.randn(2, 4)
+    res = rewrite(model, (x,), to="identity")
+    with pytest.raises(UsageError, match="fails on its own example inputs in eval mode: ValueError: Audio"):
+        differences(model, res.module, (x,), False)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ..errors import UsageError
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
 
@@ -63,9 +64,14 @@ def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, 
     seed): ``[]`` when outputs, gradients and buffers are equal bit for bit. Both models are
     left as they were (modes, gradients, buffers such as batch-norm statistics)."""
     args, kwargs = normalise_inputs(example_inputs)
-    out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
-    out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
     mode = "train" if training else "eval"
+    try:
+        out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
+    except Exception as err:  # a check of the model's own (a capture on meta deferred it)
+        first = (str(err).splitlines() or [""])[0]
+        raise UsageError(f"the model fails on its own example inputs in {mode} mode: {type(err).__name__}: "
+                         f"{first}") from None
+    out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
     diffs = []
     if len(out_a) != len(out_b):
         diffs.append(f"{mode}: {len(out_a)} output tensors, the generated module returns {len(out_b)}")
