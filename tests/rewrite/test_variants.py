@@ -33,10 +33,32 @@ def _attention(cast_back: bool) -> fx.Graph:
 def test_a_cast_only_the_other_capture_makes_behind_a_copy_is_kept() -> None:
     a = _attention(cast_back=False)
     diffs = align(a, _attention(cast_back=True))
-    casts = [n for n in a.nodes if n.target is aten._to_copy.default]
+    casts = [n for n in a.nodes if n.target is aten.to.dtype]
     assert [(n, key, x, y) for n, key, x, y in diffs] == [(*casts, "dtype", torch.float32, torch.float64)], a
     matmul = next(n for n in a.nodes if n.target is aten.matmul.default)
     path = [matmul.args[0]]
     while path[-1].target is not aten._softmax.default:
         path.append(path[-1].args[0])
     assert casts[0] in path  # the product reads the probabilities through the cast
+
+
+def _rotary_view(copy_first: bool) -> fx.Graph:
+    """DeepSeek-V2's ``x.float().reshape(..., -1, 2)``: the float64 capture copies first and keeps
+    the ``-1``; the float32 capture (no copy) writes the size out."""
+    g = fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.empty(2, 8, dtype=torch.float64 if copy_first else torch.float32)
+    if copy_first:
+        x = g.call_function(aten._to_copy.default, (x,), {"dtype": torch.float32})
+        x.meta["val"] = torch.empty(2, 8)
+    v = g.call_function(aten.view.default, (x, [2, -1, 2] if copy_first else [2, 4, 2]))
+    v.meta["val"] = torch.empty(2, 4, 2)
+    g.output(v)
+    return g
+
+
+def test_views_that_spell_a_size_differently_align() -> None:
+    a = _rotary_view(copy_first=False)
+    diffs = align(a, _rotary_view(copy_first=True))
+    casts = [n for n in a.nodes if n.target is aten.to.dtype]
+    assert [(n, key) for n, key, _, _ in diffs] == [(casts[0], "dtype")]  # the copy, kept relative

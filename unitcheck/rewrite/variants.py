@@ -134,13 +134,26 @@ class _Alignment:
         diffs = []
         self.pending = []
         for key in ax:
-            if self.same(ax[key], ay[key]):
+            if self.same(ax[key], ay[key]) or _same_view(x, y, key):
                 continue
             if _has_node(ax[key]) or _has_node(ay[key]):
                 return None
             diffs.append((key, ax[key], ay[key]))
         self.edits += [(x, old, chain) for old, chain in self.pending]
         return diffs
+
+
+_VIEWS = {"view", "reshape", "_unsafe_view"}
+
+
+def _same_view(x: fx.Node, y: fx.Node, key: Any) -> bool:
+    """The size argument of two views with the same result shape: one capture may spell a size
+    ``-1`` where the other wrote it out (DeepSeek-V2's rotary ``reshape(..., -1, 2)`` of a fresh
+    ``.float()`` copy in float64 only); the result says what both mean."""
+    if key not in ("size", "shape") or base_name(x) not in _VIEWS:
+        return False
+    a, b = x.meta.get("val"), y.meta.get("val")
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and str(tuple(a.shape)) == str(tuple(b.shape))
 
 
 def _noop(node: fx.Node) -> bool:
@@ -225,7 +238,7 @@ def _edit(graph: fx.Graph, al: _Alignment, user: fx.Node, old: fx.Node, chain: l
         if not isinstance(val, torch.Tensor):
             continue
         with graph.inserting_before(user):
-            cast = graph.call_function(torch.ops.aten._to_copy.default, (cur,), {"dtype": val.dtype})
+            cast = graph.call_function(torch.ops.aten.to.dtype, (cur, val.dtype))  # self where already so
         cast.meta.update({k: v for k, v in user.meta.items() if k in ("nn_module_stack", "stack_trace")})
         cast.meta["val"] = val
         diffs.append((cast, "dtype", val.dtype, n.kwargs["dtype"]))
