@@ -1237,6 +1237,15 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
     return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **media}
 
 
+def _zeroed_cpu_copy(model: nn.Module) -> nn.Module:
+    """A CPU copy of a model on meta with every parameter and buffer zero, integer buffers too
+    (position ids index tables): enough to run a tower or a check that needs values."""
+    real = copy.deepcopy(model).to_empty(device="cpu")
+    for t in [*real.parameters(), *real.buffers()]:
+        t.data.zero_()
+    return real
+
+
 _FEATURES_SAID = re.compile(r"features and \w+ tokens do not match, tokens: \d+, features: (\d+)")
 
 
@@ -1249,9 +1258,7 @@ def _count_from_check(model: nn.Module, ids: torch.Tensor, media: dict[str, Any]
     if next((p.is_meta for p in model.parameters()), True):
         if sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:
             return None
-        model = copy.deepcopy(model).to_empty(device="cpu")
-        for t in [*model.parameters(), *model.buffers()]:
-            t.data.zero_()
+        model = _zeroed_cpu_copy(model)
     try:
         with torch.no_grad(), _quiet():
             pair = torch.full((ids.shape[0], 2), token, dtype=ids.dtype)
@@ -1280,10 +1287,7 @@ def _count_features(model: nn.Module, get: Any, media: dict[str, Any], kind: str
                 raise
             if sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:  # a larger plan may not be
                 raise HFError("the feature count needs values, and the model is too large to run a copy") from None
-        real = copy.deepcopy(model).to_empty(device="cpu")
-        for t in [*real.parameters(), *real.buffers()]:
-            t.data.zero_()  # integer buffers too (position ids index tables)
-        get = _feature_getter(real, kind)
+        get = _feature_getter(_zeroed_cpu_copy(model), kind)
     with torch.no_grad():
         return _feature_count(_tower_output(get(**media)))
 
