@@ -113,6 +113,27 @@ def split_key_lm(scatter: bool = False):  # type: ignore[no-untyped-def]
     return _tiny_lm(SplitKeyLM, scatter)
 
 
+class ScaledTokensPlusPositionsLM(SplitKeyLM):
+    """BioGPT's stream root: ``wte(idx) * sqrt(d) + wpe(positions)``, the positions broadcast
+    over the batch, with no normaliser after the sum (pre-LN)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        positions = torch.arange(idx.shape[1], device=idx.device).unsqueeze(0)
+        x = self.wte(idx) * 4.0 + self.wpe(positions)
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def scaled_tokens_plus_positions_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ScaledTokensPlusPositionsLM)
+
+
 class SharedExpertMLP(nn.Module):
     """Qwen2-MoE's sparse block in small: the routed experts' output plus a sigmoid-gated
     shared expert, on flattened tokens, reshaped back; the two summands carry different units."""

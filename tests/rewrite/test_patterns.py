@@ -22,6 +22,7 @@ from .pattern_models import (
     normed_embedding_lm,
     param_gate_lm,
     scaled_residual_lm,
+    scaled_tokens_plus_positions_lm,
     shared_expert_lm,
     skip_gain_lm,
     split_key_lm,
@@ -242,3 +243,12 @@ def test_usage_lists_every_registered_rule_with_before_and_after() -> None:
             documented[rule] = documented.get(rule, 0) + 1
     missing = [r.__name__ for r in RULES if r.__name__ not in documented]
     assert RULES and not missing, f"rules without a before/after row in docs/usage.md: {missing}"
+
+
+def test_a_broadcast_position_table_in_the_embedding_sum() -> None:
+    """BioGPT: ``wte(idx) * sqrt(d) + wpe(pos)`` with the positions broadcast over the batch is
+    an embedding sum: each table is canonicalised before it (it was left as a UC101)."""
+    model, inputs = scaled_tokens_plus_positions_lm()
+    assert ("UC101", "") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []

@@ -66,8 +66,23 @@ def _same_shape_terms(node: fx.Node) -> bool:
         return False
     vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in terms]
     units = [record(t).unit if isinstance(t, fx.Node) else None for t in terms]
-    return all(isinstance(v, torch.Tensor) and v.shape == out.shape and v.is_floating_point() for v in vals) \
+    return all(isinstance(v, torch.Tensor) and v.is_floating_point() and (v.shape == out.shape or _lookup(t))
+               for t, v in zip(terms, vals)) \
         and all(_weights(u) for u in units) and _weights(units[0]) != _weights(units[1])
+
+
+def _lookup(node: object) -> bool:
+    """A table lookup, through moves and constant scalings (a position table broadcast over the
+    batch, BioGPT's ``wte(idx) * sqrt(d)``): a term of an embedding sum, not a bias."""
+    while isinstance(node, fx.Node):
+        name = base_name(node)
+        if name == "embedding":
+            return True
+        if name not in MOVEMENT_OPS and not (name == "mul" and len(node.args) == 2
+                                             and isinstance(node.args[1], (int, float))):
+            return False
+        node = node.args[0]
+    return False
 
 
 def _next_term(node: fx.Node, k: int) -> bool:
