@@ -134,6 +134,28 @@ def scaled_tokens_plus_positions_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(ScaledTokensPlusPositionsLM)
 
 
+class PaddedTableLM(ScaledTokensPlusPositionsLM):
+    """A token table whose padding row is zero (``padding_idx``), the padding token in the
+    example, no position table: the stream is exactly 0 at that token, where the GCT update's
+    P_perp_h divides by ||h||^2 = 0."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd, padding_idx=0)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def padded_table_lm():  # type: ignore[no-untyped-def]
+    model, (idx, targets) = _tiny_lm(PaddedTableLM)
+    idx[:, 0] = 0
+    return model, (idx, targets)
+
+
 class SharedExpertMLP(nn.Module):
     """Qwen2-MoE's sparse block in small: the routed experts' output plus a sigmoid-gated
     shared expert, on flattened tokens, reshaped back; the two summands carry different units."""

@@ -252,3 +252,14 @@ def test_a_broadcast_position_table_in_the_embedding_sum() -> None:
     assert ("UC101", "") in {(v.rule, v.module) for v in lint(model, inputs).violations}
     res = rewrite(model, inputs)
     assert res.complete and infer_units(res.module, inputs).violations == []
+
+
+def test_a_rewrite_that_computes_nan_is_not_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A zero padding row makes the stream exactly 0 at the padding token, where P_perp_h
+    divides by ||h||^2: the result lints clean but computes NaN. The command says so and exits 1
+    (Llama 4 in the zoo was called complete)."""
+    out = tmp_path / "rw"
+    assert main(["rewrite", f"{MODELS}:padded_table_lm", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "computes NaN or inf on the example inputs, where the original does not" in text
+    assert not out.exists()

@@ -52,6 +52,31 @@ def _lint_summary(report: Any) -> dict[str, Any]:
                      for v in report.violations]}
 
 
+def _non_finite(original: Any, rewritten: Any, example_inputs: Any) -> list[str]:
+    """A rewrite that lints clean but computes NaN or inf where the original computes finite
+    values (the GCT rewrite of Llama 4) is not complete."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from ..tracer import normalise_inputs
+
+    args, kwargs = normalise_inputs(example_inputs)
+
+    def finite(model: Any) -> bool:
+        was = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                outs = pytree.tree_leaves(model(*args, **kwargs))
+        finally:
+            model.train(was)
+        return all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point())
+
+    if finite(original) and not finite(rewritten):
+        return ["the rewritten model computes NaN or inf on the example inputs, where the original does not"]
+    return []
+
+
 def _left(result: Any, after: dict[str, Any]) -> list[str]:
     """Each thing the rewrite left, with why: rules that skipped an interface, violations that
     remain in the result."""
@@ -85,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         complete = not differs
     else:
         differs = []
-        left = _left(result, after)
+        left = _left(result, after) + _non_finite(loaded.model, result.module, loaded.inputs)
         complete = result.complete and not left
     extra = {"lint": {"before": before, "after": after}, "complete": complete, "left": left}
     written: list[str] = []
