@@ -102,11 +102,18 @@ class SplitKeyLM(nn.Module):
         self.attn, self.mlp = SplitKeyAttention(cfg, scatter), MLP(cfg)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
-        x = self.wte(idx)
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.wte(idx)  # type: ignore[no-any-return]
+
+    def trunk(self, idx: torch.Tensor) -> torch.Tensor:
+        """The embedding, the one block, the final norm: what a head reads."""
+        x = self.embed(idx)
         x = x + self.attn(self.ln1(x))
         x = x + self.mlp(self.ln2(x))
-        return lm_output(self.head(self.norm(x)), targets)
+        return self.norm(x)  # type: ignore[no-any-return]
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        return lm_output(self.head(self.trunk(idx)), targets)
 
 
 def split_key_lm(scatter: bool = False):  # type: ignore[no-untyped-def]
@@ -122,12 +129,9 @@ class ScaledTokensPlusPositionsLM(SplitKeyLM):
         self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(idx.shape[1], device=idx.device).unsqueeze(0)
-        x = self.wte(idx) * 4.0 + self.wpe(positions)
-        x = x + self.attn(self.ln1(x))
-        x = x + self.mlp(self.ln2(x))
-        return lm_output(self.head(self.norm(x)), targets)
+        return self.wte(idx) * 4.0 + self.wpe(positions)  # type: ignore[no-any-return]
 
 
 def scaled_tokens_plus_positions_lm():  # type: ignore[no-untyped-def]
@@ -143,11 +147,8 @@ class PaddedTableLM(ScaledTokensPlusPositionsLM):
         super().__init__(cfg)
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd, padding_idx=0)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
-        x = self.wte(idx)
-        x = x + self.attn(self.ln1(x))
-        x = x + self.mlp(self.ln2(x))
-        return lm_output(self.head(self.norm(x)), targets)
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.wte(idx)  # type: ignore[no-any-return]
 
 
 def padded_table_lm():  # type: ignore[no-untyped-def]
@@ -204,11 +205,8 @@ class NormedEmbeddingLM(SplitKeyLM):
         self.attn = CausalSelfAttention(cfg)
         self.norm0 = UpcastRMSNorm()
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
-        x = self.norm0(self.wte(idx))
-        x = x + self.attn(self.ln1(x))
-        x = x + self.mlp(self.ln2(x))
-        return lm_output(self.head(self.norm(x)), targets)
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.norm0(self.wte(idx))  # type: ignore[no-any-return]
 
 
 def normed_embedding_lm():  # type: ignore[no-untyped-def]
@@ -420,10 +418,7 @@ class StackedHeadsLM(SplitKeyLM):
         self.heads = nn.Parameter(torch.randn(3, cfg.n_embd, cfg.vocab_size) * 0.02)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
-        x = self.wte(idx)
-        x = x + self.attn(self.ln1(x))
-        x = x + self.mlp(self.ln2(x))
-        h = self.norm(x)
+        h = self.trunk(idx)
         logits = torch.stack([torch.nn.functional.linear(h[:, i, :], self.heads[i].T) for i in range(3)], dim=1)
         return lm_output(logits, targets[:, :3])
 
@@ -443,11 +438,11 @@ class CodebookLossesLM(StackedHeadsLM):
         self.lm_heads = nn.ModuleList(nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False) for _ in range(3))
         self.tables = nn.ModuleList(nn.Embedding(cfg.vocab_size, cfg.n_embd) for _ in range(4))
 
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return sum(table(idx) for table in self.tables)  # type: ignore[return-value]  # one table per codebook
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
-        x = sum(table(idx) for table in self.tables)  # one table per codebook, summed
-        x = x + self.attn(self.ln1(x))
-        x = x + self.mlp(self.ln2(x))
-        h = self.norm(x)
+        h = self.trunk(idx)
         logits = torch.stack([head(h) for head in self.lm_heads], dim=1)
         return sum(torch.nn.functional.cross_entropy(logits[:, i].contiguous().view(-1, logits.shape[-1]),
                                                      targets.reshape(-1)) for i in range(3))

@@ -11,6 +11,14 @@ from unitcheck.rewrite.variants import align
 aten = torch.ops.aten
 
 
+def _op(g: fx.Graph, target: object, args: tuple[object, ...], val: torch.Tensor,
+        kwargs: dict[str, object] | None = None) -> fx.Node:
+    """A node with the value a capture records for it."""
+    n = g.call_function(target, args, kwargs or {})  # type: ignore[arg-type]
+    n.meta["val"] = val
+    return n
+
+
 def _attention(cast_back: bool) -> fx.Graph:
     """MPT's lowered attention: ``softmax(s.float()).to(v.dtype)``, then the copy a dropout of
     p = 0 leaves, then ``@ v``. In the float32 capture the cast back is elided."""
@@ -18,15 +26,11 @@ def _attention(cast_back: bool) -> fx.Graph:
     s, v = g.placeholder("s"), g.placeholder("v")
     s.meta["val"] = torch.empty(2, 3, 3)  # already cast to float32 (``.float()``)
     v.meta["val"] = torch.empty(2, 3, 3, dtype=torch.float64 if cast_back else torch.float32)
-    w = g.call_function(aten._softmax.default, (s, -1, False))
-    w.meta["val"] = torch.empty(2, 3, 3)
+    w = _op(g, aten._softmax.default, (s, -1, False), torch.empty(2, 3, 3))
     if cast_back:
-        w = g.call_function(aten._to_copy.default, (w,), {"dtype": torch.float64})
-        w.meta["val"] = torch.empty(2, 3, 3, dtype=torch.float64)
-    c = g.call_function(aten.clone.default, (w,))
-    c.meta["val"] = w.meta["val"]
-    out = g.call_function(aten.matmul.default, (c, v))
-    g.output(out)
+        w = _op(g, aten._to_copy.default, (w,), torch.empty(2, 3, 3, dtype=torch.float64), {"dtype": torch.float64})
+    c = _op(g, aten.clone.default, (w,), w.meta["val"])
+    g.output(g.call_function(aten.matmul.default, (c, v)))
     return g
 
 
@@ -49,11 +53,8 @@ def _rotary_view(copy_first: bool) -> fx.Graph:
     x = g.placeholder("x")
     x.meta["val"] = torch.empty(2, 8, dtype=torch.float64 if copy_first else torch.float32)
     if copy_first:
-        x = g.call_function(aten._to_copy.default, (x,), {"dtype": torch.float32})
-        x.meta["val"] = torch.empty(2, 8)
-    v = g.call_function(aten.view.default, (x, [2, -1, 2] if copy_first else [2, 4, 2]))
-    v.meta["val"] = torch.empty(2, 4, 2)
-    g.output(v)
+        x = _op(g, aten._to_copy.default, (x,), torch.empty(2, 8), {"dtype": torch.float32})
+    g.output(_op(g, aten.view.default, (x, [2, -1, 2] if copy_first else [2, 4, 2]), torch.empty(2, 4, 2)))
     return g
 
 

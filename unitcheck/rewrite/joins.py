@@ -60,15 +60,19 @@ def _same_shape_terms(node: fx.Node) -> bool:
     """Both terms of a sum are tensors of the sum's own shape computed through different weights:
     two branch outputs, not a value and a broadcast bias, mask or constant, nor two powers of
     one value (``x + 0.044715 * x**3`` in a tanh GELU, which the activation rule handles)."""
-    out = node.meta.get("val")
-    terms = node.args[:2]
-    if node.kwargs.get("alpha") not in (None, 1) or not isinstance(out, torch.Tensor) or len(terms) < 2:
+    if len(node.args) < 2 or not all(_weighted_term(node, k) for k in (0, 1)):
         return False
-    vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in terms]
-    units = [record(t).unit if isinstance(t, fx.Node) else None for t in terms]
-    return all(isinstance(v, torch.Tensor) and v.is_floating_point() and (v.shape == out.shape or _lookup(t))
-               for t, v in zip(terms, vals)) \
-        and all(_weights(u) for u in units) and _weights(units[0]) != _weights(units[1])
+    return _weights(record(node.args[0]).unit) != _weights(record(node.args[1]).unit)  # type: ignore[arg-type]
+
+
+def _weighted_term(node: fx.Node, k: int) -> bool:
+    """Is term ``k`` of the sum ``node`` a float tensor of the sum's shape (or a table lookup
+    broadcast to it) whose unit holds weights?"""
+    out, term = node.meta.get("val"), node.args[k]
+    val = term.meta.get("val") if isinstance(term, fx.Node) else None
+    return node.kwargs.get("alpha") in (None, 1) and isinstance(out, torch.Tensor) and isinstance(val, torch.Tensor) \
+        and val.is_floating_point() and (val.shape == out.shape or _lookup(term)) \
+        and bool(_weights(record(term).unit))  # type: ignore[arg-type]
 
 
 def _lookup(node: object) -> bool:
@@ -83,15 +87,6 @@ def _lookup(node: object) -> bool:
             return False
         node = node.args[0]
     return False
-
-
-def _next_term(node: fx.Node, k: int) -> bool:
-    """Is term ``k`` of a sum that continues a mixed sum another weighted tensor of the sum's
-    shape (the sum so far has no unit of its own after the mismatch)?"""
-    out, term = node.meta.get("val"), node.args[k]
-    val = term.meta.get("val") if isinstance(term, fx.Node) else None
-    return node.kwargs.get("alpha") in (None, 1) and isinstance(out, torch.Tensor) and isinstance(val, torch.Tensor) \
-        and val.shape == out.shape and val.is_floating_point() and bool(_weights(record(term).unit))  # type: ignore[arg-type]
 
 
 _SOFTMAX = {"softmax", "_softmax", "_safe_softmax"}
@@ -160,9 +155,9 @@ def mixed_parts(ctx: RewriteContext) -> None:
             n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
             count = 2
             # the sum goes on (``sum(table_i(ids[:, i]) for i)``, MusicGen's codebook tables):
-            # each later term is made dimensionless too
+            # each later term is made dimensionless too (the sum so far has no unit of its own)
             while len(n.users) == 1 and base_name(u := next(iter(n.users))) == "add" and u not in done \
-                    and _next_term(u, 1 if u.args[0] is n else 0):
+                    and _weighted_term(u, 1 if u.args[0] is n else 0):
                 k = 1 if u.args[0] is n else 0
                 u.args = tuple(_canonical_before(ctx, a, u) if i == k else a for i, a in enumerate(u.args))  # type: ignore[arg-type]
                 done.add(u)
