@@ -18,9 +18,35 @@ def test_canonical_backward_is_the_exact_gradient() -> None:
 def test_orthogonal_backward_is_the_exact_gradient() -> None:
     a = torch.randn(4, 7, 16, dtype=torch.float64, requires_grad=True)
     h = torch.randn(4, 7, 16, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(_Orthogonal.apply, (a, h))
+    assert torch.autograd.gradcheck(_Orthogonal.apply, (a, h, 1e-6))
     out = orthogonal(a, h)
-    assert float((out * h).sum(-1).abs().max()) < 1e-10  # orthogonal to the stream, per token
+    ref = a - (a * h).sum(-1, keepdim=True) / ((h * h).sum(-1, keepdim=True) + 1e-6) * h
+    assert torch.allclose(out, ref, rtol=1e-12, atol=1e-14)
+    cos = (out * h).sum(-1) / (out.norm(dim=-1) * h.norm(dim=-1))
+    assert float(cos.abs().max()) < 1e-6  # orthogonal to the stream, per token, up to the floor
+    exact = orthogonal(a, h, 0.0)
+    assert float(((exact * h).sum(-1) / (exact.norm(dim=-1) * h.norm(dim=-1))).abs().max()) < 1e-12
+
+
+def test_a_zero_stream_projects_nothing_and_stays_finite() -> None:
+    """A zero padding row makes the stream exactly 0 at that token: P_perp_0 a = a, and the
+    forward and backward of P_perp, the fused update and its three-call form stay finite
+    (they divided by ||h||^2 = 0: NaN)."""
+    from unitcheck.canonical import residual_update
+
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(2, 5, 32, dtype=torch.float64, generator=g)
+    h[:, 0] = 0.0
+    u = torch.randn(2, 5, 32, dtype=torch.float64, generator=g)
+    assert torch.equal(orthogonal(u, h)[:, 0], u[:, 0])
+    alpha = torch.tensor(0.5, dtype=torch.float64)
+    for fn in (residual_update, _composed, lambda h, u, alpha: orthogonal(u, h)):
+        for dtype in (torch.float64, torch.float32):
+            xs = [t.to(dtype).clone().requires_grad_() for t in (h, u, alpha)]
+            out = fn(*xs)
+            out.square().sum().backward()
+            assert torch.isfinite(out).all(), fn
+            assert all(x.grad is not None and torch.isfinite(x.grad).all() for x in xs[:2]), fn
 
 
 

@@ -104,39 +104,46 @@ def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
 
 
 class _Orthogonal(torch.autograd.Function):
-    """P_perp_h a with a hand-written backward (c = <a,h>/<h,h>, t = <g,h>/<h,h>):
+    """P_perp_h a with a hand-written backward (n = <h,h> + eps, c = <a,h>/n, t = <g,h>/n):
     d/da = g - t h,  d/dh = -c g - t (a - 2 c h)."""
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
-        n = _sq(h)
+    def forward(ctx, a: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        n = _sq(h) + eps
         c = _dot(a, h) / n
         ctx.save_for_backward(a, h, c, n)
         return torch.addcmul(a, c, h, value=-1.0)
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def,override]
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
         a, h, c, n = ctx.saved_tensors
         t = _dot(g, h) / n
         ga = torch.addcmul(g, t, h, value=-1.0)
         gh = torch.addcmul(-c * g, t, torch.addcmul(a, c, h, value=-2.0), value=-1.0)
-        return ga, gh
+        return ga, gh, None
 
 
-def orthogonal(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """P_perp_h a = a - <a, h> / ||h||^2 h, per token: the update's component off the stream."""
+def _projected(a: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
+    return a - (a * h).sum(-1, keepdim=True) / ((h * h).sum(-1, keepdim=True) + eps) * h
+
+
+def orthogonal(a: torch.Tensor, h: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
+    """P_perp_h a = a - <a, h> / (||h||^2 + eps) h, per token: the update's component off the
+    stream. eps is a floor like C's: where the stream is exactly 0 (a zero padding row) the
+    projection is the identity, not 0/0; on a canonical stream (||h||^2 = d) it changes
+    nothing a float can show."""
     if not _tracing():
         if a.requires_grad or h.requires_grad:
-            return _Orthogonal.apply(a, h)  # type: ignore[no-any-return]
-        return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+            return _Orthogonal.apply(a, h, eps)  # type: ignore[no-any-return]
+        return _projected(a, h, eps)
     with _marked("orthogonal"):
-        return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+        return _projected(a, h, eps)
 
 
 def _update_forward(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
     """y = C(h + alpha q), q = C(P_perp_h u), and what the backward needs."""
     d = h.size(-1)
-    n = _dot(h, h)
+    n = _dot(h, h) + eps
     c = _dot(u, h) / n
     p = u - c * h
     r1 = torch.rsqrt(_dot(p, p) / d + eps)
@@ -189,8 +196,8 @@ def residual_update(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor | floa
     generation writes back."""
     if _tracing():
         with _marked("residual_update"):
-            return canonical(h + alpha * canonical(orthogonal(u, h), eps), eps)
+            return canonical(h + alpha * canonical(orthogonal(u, h, eps), eps), eps)
     a = alpha if isinstance(alpha, torch.Tensor) else torch.tensor(alpha, dtype=h.dtype, device=h.device)
     if not torch.is_grad_enabled() or not (h.requires_grad or u.requires_grad or a.requires_grad):
-        return canonical(h + alpha * canonical(orthogonal(u, h), eps), eps)
+        return canonical(h + alpha * canonical(orthogonal(u, h, eps), eps), eps)
     return _ResidualUpdate.apply(h, u, a, eps)  # type: ignore[no-any-return]

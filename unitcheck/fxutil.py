@@ -52,6 +52,16 @@ def base_name(node: fx.Node) -> str:
     return str(getattr(t, "__name__", t))
 
 
+def elementwise_extreme(node: fx.Node) -> bool:
+    """``maximum``/``minimum`` and the binary ``max``/``min`` (``torch.max(a, b)`` is
+    ``aten.max.other``), not the reductions."""
+    t = node.target
+    if not isinstance(t, torch._ops.OpOverload):
+        return False
+    name = t.overloadpacket.__name__
+    return name in ("maximum", "minimum", "fmax", "fmin") or (name in ("max", "min") and t._overloadname == "other")
+
+
 def op_name(node: fx.Node) -> str:
     """A readable, stable op name: ``aten.add.Tensor``, ``torch.nn.functional.gelu``, ``Tensor.view``."""
     t = node.target

@@ -476,3 +476,116 @@ class ScaledResidualLM(Fp32ResidualLM):
 
 def scaled_residual_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(ScaledResidualLM)
+
+
+class PolyActivation(nn.Module):
+    """Apertus's xIELU in small: ``a_p x^2 + b x`` above 0, ``(expm1(min(x, eps)) - x) a_n + b x``
+    below, the gains softplus'd parameters: a square beside x (UC101) and an exponential (UC204),
+    no UC202 op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alpha_p = nn.Parameter(torch.tensor([0.5]))
+        self.alpha_n = nn.Parameter(torch.tensor([0.3]))
+        self.register_buffer("beta", torch.tensor(0.5))
+        self.register_buffer("eps", torch.tensor(-1e-6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a_p = nn.functional.softplus(self.alpha_p)
+        a_n = self.beta + nn.functional.softplus(self.alpha_n)
+        return torch.where(x > 0, a_p * x * x + self.beta * x,
+                           (torch.expm1(torch.min(x, self.eps)) - x) * a_n + self.beta * x)
+
+
+class ClampedGluMLP(nn.Module):
+    """GPT-OSS's expert in small: gate and up interleaved in one projection, each clamped to a
+    literal limit, ``(up + 1) * gate * sigmoid(1.702 gate)`` (UC103 at the clamps and the +1),
+    then an xIELU-style second path through ``act``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.gate_up = nn.Linear(cfg.n_embd, 2 * cfg.n_embd)
+        self.down = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.act = PolyActivation()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gu = self.gate_up(x)
+        gate, up = gu[..., ::2].clamp(max=7.0), gu[..., 1::2].clamp(min=-7.0, max=7.0)
+        glu = gate * torch.sigmoid(gate * 1.702)
+        return self.down((up + 1) * glu) + self.act(self.proj(x))  # type: ignore[no-any-return]
+
+
+class ClampedGluLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp = ClampedGluMLP(cfg)  # type: ignore[assignment]
+
+
+def clamped_glu_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ClampedGluLM)
+
+
+class ScatteredTopkMoE(nn.Module):
+    """Llama 4's router: the top-k router logits placed back into a ``-inf`` fill, transposed
+    to experts x tokens, through a sigmoid; each expert reads its row of gates."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 4, bias=False)
+        self.experts = nn.ModuleList([MLP(cfg) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.size(-1))
+        logits = self.router(flat)
+        top, idx = torch.topk(logits, 2, dim=1)
+        scores = torch.full_like(logits, float("-inf")).scatter_(1, idx, top).transpose(0, 1)
+        gates = torch.sigmoid(scores.float()).to(x.dtype)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            out = out + gates[e].unsqueeze(-1) * expert(flat)
+        return out.view_as(x)
+
+
+class ScatteredTopkLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp = ScatteredTopkMoE(cfg)  # type: ignore[assignment]
+
+
+def scattered_topk_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ScatteredTopkLM)
+
+
+class PrescaledQueryAttention(nn.Module):
+    """XGLM's eager attention: the query scaled by ``d^-0.5`` before the heads are split,
+    ``bmm`` of (B*H, T, d) operands, a mask added, then ``torch.max(w, finfo.min)``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head, self.d = cfg.n_head, cfg.n_embd // cfg.n_head
+        self.q, self.k, self.v = (nn.Linear(cfg.n_embd, cfg.n_embd) for _ in range(3))
+        self.out = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        heads = (B * self.n_head, T, self.d)
+        q = (self.q(x) * self.d**-0.5).view(B, T, self.n_head, self.d).transpose(1, 2).reshape(heads)
+        k, v = (p(x).view(B, T, self.n_head, self.d).transpose(1, 2).reshape(heads) for p in (self.k, self.v))
+        mask = torch.full((T, T), torch.finfo(x.dtype).min, dtype=x.dtype).triu(1)
+        w = torch.bmm(q, k.transpose(1, 2)).view(B, self.n_head, T, T) + mask
+        w = torch.max(w, torch.full((), torch.finfo(w.dtype).min)).view(heads[0], T, T)
+        y = torch.bmm(torch.softmax(w, dim=-1), v).view(B, self.n_head, T, self.d)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+class PrescaledQueryLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = PrescaledQueryAttention(cfg)  # type: ignore[assignment]
+
+
+def prescaled_query_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(PrescaledQueryLM)

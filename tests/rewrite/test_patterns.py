@@ -16,13 +16,16 @@ from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
 from .pattern_models import (
+    clamped_glu_lm,
     codebook_losses_lm,
     explicit_attention_lm,
     fp32_residual_lm,
     normed_embedding_lm,
     param_gate_lm,
+    prescaled_query_lm,
     scaled_residual_lm,
     scaled_tokens_plus_positions_lm,
+    scattered_topk_lm,
     shared_expert_lm,
     skip_gain_lm,
     split_key_lm,
@@ -254,12 +257,87 @@ def test_a_broadcast_position_table_in_the_embedding_sum() -> None:
     assert res.complete and infer_units(res.module, inputs).violations == []
 
 
-def test_a_rewrite_that_computes_nan_is_not_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A zero padding row makes the stream exactly 0 at the padding token, where P_perp_h
-    divides by ||h||^2: the result lints clean but computes NaN. The command says so and exits 1
-    (Llama 4 in the zoo was called complete)."""
+def test_a_rewrite_that_computes_nan_is_not_complete(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result that lints clean but computes NaN where the original computes finite values is
+    not complete: the command says so and exits 1 (Llama 4 in the zoo was called complete).
+    P_perp_h without its floor divides by ||h||^2 = 0 at a zero padding row."""
+    from unitcheck import canonical
+
+    def floorless(a: torch.Tensor, h: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
+        return a - (a * h).sum(-1, keepdim=True) / (h * h).sum(-1, keepdim=True) * h
+
+    monkeypatch.setattr(canonical, "orthogonal", floorless)
     out = tmp_path / "rw"
     assert main(["rewrite", f"{MODELS}:padded_table_lm", "--out", str(out)]) == 1
     text = capsys.readouterr().out
     assert "computes NaN or inf on the example inputs, where the original does not" in text
     assert not out.exists()
+
+
+def test_a_zero_padding_row_rewrites_complete_and_finite(tmp_path: Path) -> None:
+    """The stream is exactly 0 at a padding token whose table row is zero: P_perp_h has a floor
+    like C's, so the rewrite is complete and its loss and gradients are finite (NaN before)."""
+    from .pattern_models import padded_table_lm
+
+    model, inputs = padded_table_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    res.module.train()
+    _, loss = res.module(*inputs)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in res.module.parameters() if p.grad is not None)
+    assert main(["rewrite", f"{MODELS}:padded_table_lm", "--out", str(tmp_path / "rw")]) == 0
+
+
+def test_clamps_literals_and_a_composite_activation_take_c_of_their_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GPT-OSS's clamped GLU (``clamp(gate, max=7)``, ``up + 1``: UC103) and Apertus's xIELU (a
+    square beside x, ``expm1(min(x, eps))``: UC101, UC204), neither with a UC202 op: each
+    elementwise function of one pre-activation reads C(a), once per pre-activation."""
+    model, inputs = clamped_glu_lm()
+    before = {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    assert {("UC103", "mlp", "aten.clamp.default"), ("UC103", "mlp", "aten.add.Tensor"),
+            ("UC204", "mlp.act", "aten.expm1.default"), ("UC101", "mlp.act", "aten.add.Tensor")} <= before
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    acts = [line for line in res.gct.log if line.startswith("[activations]")]
+    assert len(acts) == 3, acts  # gate, up and the xIELU input: no C(C(a)) at the sigmoid or the + 1
+    assert res.source.count("unitcheck_canonical_canonical(canonical") == 0
+    assert torch.isfinite(res.module(*inputs)[1])
+    out = tmp_path / "rw"
+    assert main(["rewrite", f"{MODELS}:clamped_glu_lm", "--out", str(out)]) == 0, capsys.readouterr().out
+    assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+
+
+def test_a_router_scattered_into_a_minus_inf_fill_is_rewritten_at_its_projection() -> None:
+    """Llama 4 gates experts by ``sigmoid(full_like(logits, -inf).scatter(idx, topk))``: C of
+    that argument is C over a -inf fill, NaN (the zoo's Llama 4 rewrite computed a NaN loss).
+    The router's projection is made dimensionless instead, and the loss is finite."""
+    model, inputs = scattered_topk_lm()
+    assert ("UC202", "mlp", "aten.sigmoid.default") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[router_logits] linear@mlp.router") for line in res.gct.log), res.gct.log
+    res.module.train()
+    _, loss = res.module(*inputs)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in res.module.parameters() if p.grad is not None)
+
+
+def test_explicit_attention_through_a_floor_and_a_prescaled_query() -> None:
+    """XGLM: ``bmm(q * d^-0.5, k^T) + mask``, then ``torch.max(w, finfo.min)``. The floor is
+    looked through like a mask, and the query's scale is kept after C(q): the logits read
+    C(q) . C(k)^T / sqrt(d), not C(q) . C(k)^T (the code's temperature stays)."""
+    model, inputs = prescaled_query_lm()
+    assert ("UC201", "attn") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert any(line.startswith("[explicit_attention] bmm@attn") and "scale" in line for line in res.gct.log), res.gct.log
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+    scaled = [line for line in res.source.splitlines() if "mul" in line and f"{8**-0.5!r}" in line]
+    assert any("canonical" in line for line in scaled), scaled  # C(q) * d^-0.5

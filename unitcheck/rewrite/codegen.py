@@ -196,7 +196,8 @@ def _call_again(graph: fx.Graph, nodes: list[fx.Node]) -> None:
         args, fn = (inputs[0], named_args(out).get("eps")), canonical
     elif name == "orthogonal" and len(inputs) == 2 and base_name(out) == "sub" and out.args[0] in inputs:
         a = out.args[0]
-        args, fn = (a, next(p for p in inputs if p is not a)), orthogonal
+        eps = next((x for n in nodes if base_name(n) == "add" for x in n.args if isinstance(x, float)), None)
+        args, fn = (a, next(p for p in inputs if p is not a), *(() if eps is None else (eps,))), orthogonal
     elif name == "residual_update":
         found_args = _update_args(out, inside, inputs)
         if found_args is not None:

@@ -31,7 +31,7 @@ from torch import nn
 
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
-from ..fxutil import MOVEMENT_OPS, ancestors, base_name, module_path
+from ..fxutil import MOVEMENT_OPS, ancestors, base_name, elementwise_extreme, module_path
 from ..graphs import is_ancestor, residual_adds, stream_source, topo_index, users_through_views
 from ..infer import run_inference, trace_for_inference
 from ..record import record
@@ -53,7 +53,11 @@ __all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
 aten = torch.ops.aten
 _NORMS = {"layer_norm", "rms_norm", "group_norm", "native_layer_norm"}
 _ELEMENTWISE = {"mul", "add", "sub", "div", "pow", "tanh", "neg", "_to_copy", "clone", "alias",
-                "erf", "sigmoid", "exp", "rsqrt", "sqrt", "view", "reshape", "expand"}
+                "erf", "sigmoid", "exp", "rsqrt", "sqrt", "view", "reshape", "expand", "expm1", "square",
+                "abs", "softplus", "clamp", "clamp_min", "clamp_max", "where"}
+# violations an elementwise function of one pre-activation makes: a unitful activation (UC202),
+# exponential (UC204, xIELU's expm1) or literal (UC103, GPT-OSS's clamps and ``up + 1``)
+_ACTIVATION_CODES = ("UC202", "UC204", "UC103")
 
 
 class RewriteError(UnitcheckError, ValueError):
@@ -419,13 +423,18 @@ def explicit_attention(ctx: RewriteContext) -> None:
         done.add(s)
         qi, ki = (1, 2) if base_name(s) == "baddbmm" else (0, 1)
         q, kt = s.args[qi], s.args[ki]
+        factor = _scaled_by(q)
         with ctx.graph.inserting_before(s):
             cq = ctx.graph.call_function(canonical, (q,))
+            new = [cq]
+            if factor is not None:  # C(q * s) = C(q): the code's temperature goes back on
+                cq = ctx.graph.call_function(aten.mul.Tensor, (cq, factor))
+                new.append(cq)
             k = ctx.graph.call_function(aten.transpose.int, (kt, -1, -2))
             ck = ctx.graph.call_function(canonical, (k,))
             ckt = ctx.graph.call_function(aten.transpose.int, (ck, -1, -2))
-        for new in (cq, k, ck, ckt):
-            new.meta.update({k_: v for k_, v in s.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
+        for node in (*new, k, ck, ckt):
+            node.meta.update({k_: v for k_, v in s.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
         args = list(s.args)
         args[qi], args[ki] = cq, ckt
         s.args = tuple(args)
@@ -433,7 +442,18 @@ def explicit_attention(ctx: RewriteContext) -> None:
         for p in params:
             ctx.declare(p)
         kept = f"; logit biases and sinks declared dimensionless: {', '.join(params)}" if params else ""
-        ctx.note("explicit_attention", describe(s), f"C(q) . C(k)^T (the code's scale and mask kept{kept})")
+        read = "C(q) . C(k)^T" if factor is None else f"C(q) * {factor:.6g} . C(k)^T (the query's scale)"
+        ctx.note("explicit_attention", describe(s), f"{read} (the code's scale and mask kept{kept})")
+
+
+def _scaled_by(q: Any) -> float | None:
+    """The constant a query was scaled by before its heads were split (XGLM's
+    ``q_proj(h) * d^-0.5``), looking through moves; None if it was not."""
+    while isinstance(q, fx.Node) and base_name(q) in MOVEMENT_OPS:
+        q = q.args[0]
+    if isinstance(q, fx.Node) and base_name(q) == "mul" and len(q.args) == 2 and scalar(q.args[1]):
+        return float(q.args[1])
+    return None
 
 
 def _size(node: fx.Node) -> bool:
@@ -531,6 +551,10 @@ def _float_parameters(ctx: RewriteContext, terms: list[fx.Node]) -> list[str]:
     return sorted(out)
 
 
+def _elementwise(n: fx.Node) -> bool:
+    return n.op == "call_function" and (base_name(n) in _ELEMENTWISE or elementwise_extreme(n))  # xIELU's min(x, eps)
+
+
 def _pre_activation(ctx: RewriteContext, n: fx.Node,
                     memo: dict[fx.Node, bool]) -> tuple[fx.Node | None, list[fx.Node]]:
     """The one input-dependent value an activation's argument is an elementwise function of,
@@ -541,10 +565,11 @@ def _pre_activation(ctx: RewriteContext, n: fx.Node,
     while stack:
         cur = stack.pop()
         for p in cur.all_input_nodes:
-            if p in seen:
-                continue
+            val = p.meta.get("val")
+            if p in seen or (isinstance(val, torch.Tensor) and val.dtype == torch.bool):
+                continue  # a condition (``where(x > 0, ...)``) selects; it is not an operand
             seen.add(p)
-            if module_path(p) == mod and base_name(p) in _ELEMENTWISE and p.op == "call_function":
+            if module_path(p) == mod and _elementwise(p):
                 stack.append(p)
             elif isinstance(p.meta.get("val"), torch.Tensor) or p.op == "get_attr":
                 sources.add(p)
@@ -576,20 +601,31 @@ def activations(ctx: RewriteContext) -> None:
     done: set[fx.Node] = set()
     memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
-        if record(n).violation != "UC202" or _caps_logits(n):
+        code = record(n).violation
+        if code not in _ACTIVATION_CODES or _caps_logits(n):
             continue
         a, terms = _pre_activation(ctx, n, memo)
         mod = module_path(n)
         if _of_logits(ctx, n, memo):  # C over a statistic's last axis would mix tokens
-            ctx.note("activations", f"{base_name(n)}@{mod}", "unchanged: its argument is a statistic of attention "
-                     "logits the attention rules made dimensionless")
+            if code == "UC202":
+                ctx.note("activations", f"{base_name(n)}@{mod}", "unchanged: its argument is a statistic of "
+                         "attention logits the attention rules made dimensionless")
             continue
         if a is None:
-            ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
+            if code == "UC202":
+                ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
             continue
-        if a in done:
+        if a in done or _on_stream(ctx, a) or base_name(a) == "canonical":
             continue
         done.add(a)
+        routed = _selected_projection(a)
+        if routed is not None:  # C over a -inf fill is NaN: the router's logits become dimensionless
+            if routed not in done:
+                done.add(routed)
+                name = f"{module_path(routed)}_gain" if module_path(routed) else "router_gain"
+                ctx.note("router_logits", describe(routed),
+                         _dimensionless_linear(ctx, routed, name, "router logit gain, init 1"))
+            continue
         ca = ctx.call(canonical, (a,), after=a, like=n)
         users = [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]
         for u in users:
@@ -631,6 +667,26 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
         else:
             return None
     return None
+
+
+def _selected_projection(node: Any) -> fx.Node | None:
+    """The router projection whose top-k values a gate reads placed back into a constant fill
+    (Llama 4's ``full_like(logits, -inf).scatter_(1, idx, top)``, then sigmoid), through moves
+    and casts; None unless such a selection lies on the way."""
+    selected = False
+    while isinstance(node, fx.Node):
+        name = base_name(node)
+        if name in ("scatter", "scatter_") and len(node.args) >= 4 and isinstance(node.args[0], fx.Node) \
+                and base_name(node.args[0]) in ("full", "full_like", "new_full", "fill", "zeros_like", "zeros"):
+            node, selected = node.args[3], True
+        elif name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
+                and base_name(node.args[0]) == "topk":
+            node, selected = node.args[0].args[0], True
+        elif name in MOVEMENT_OPS and name != "getitem":
+            node = node.args[0]
+        else:
+            break
+    return node if selected and isinstance(node, fx.Node) and base_name(node) == "linear" else None
 
 
 def _stacked_projections(node: Any) -> tuple[fx.Node | None, list[fx.Node] | None]:

@@ -16,7 +16,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, module_path
+from ..canonical import canonical, orthogonal
+from ..fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, elementwise_extreme, module_path
 from ..unitgraph import UnitGraph
 
 __all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "set_attr", "attention_scores", "scalar"]
@@ -78,6 +79,8 @@ class RewriteContext:
         for key in ("nn_module_stack", "stack_trace"):
             if key in src.meta:
                 node.meta[key] = src.meta[key]
+        if target in (canonical, orthogonal) and isinstance(args[0], fx.Node) and "val" in args[0].meta:
+            node.meta["val"] = args[0].meta["val"]  # C and P_perp keep their input's shape and dtype
         return node
 
 Rule = Callable[[RewriteContext], None]
@@ -125,8 +128,8 @@ def scalar(value: Any) -> bool:
 def attention_scores(node: Any, constant: Callable[[fx.Node], bool] | None = None,
                      terms: list[fx.Node] | None = None, path: list[fx.Node] | None = None) -> fx.Node | None:
     """The q . k^T product explicit attention code feeds its softmax, looking through moves,
-    casts, a constant scaling, a soft cap (Gemma-2's tanh), a mask or bias added (the one
-    operand that holds the product), a multiplicative mask that ``constant`` says holds no
+    casts, a constant scaling, a soft cap (Gemma-2's tanh), a mask or bias added or a floor
+    taken (XGLM's ``max(w, finfo.min)``: the one operand that holds the product), a multiplicative mask that ``constant`` says holds no
     input (GPT's ``w * b + -1e4 * (1 - b)``) and a join with learned sink logits (``cat([w,
     sinks])``). The operands added or joined to the scores on the way are put in ``terms``, the
     values on the way from the scores (the logits at each step) in ``path``."""
@@ -138,7 +141,7 @@ def attention_scores(node: Any, constant: Callable[[fx.Node], bool] | None = Non
             return node
         if name in ("mul", "div") and len(node.args) == 2 and scalar(node.args[1]) or name in MOVEMENT_OPS or name == "tanh":
             node = node.args[0]
-        elif name in ("add", "sub", "masked_fill", "where", "mul", "cat"):
+        elif name in ("add", "sub", "masked_fill", "where", "mul", "cat") or elementwise_extreme(node):
             operands: Any = node.args[0] if name == "cat" else node.args
             found = [a for a in operands if isinstance(a, fx.Node) and attention_scores(a, constant) is not None]
             if len(found) != 1:
