@@ -451,9 +451,8 @@ def _scaled_by(q: Any) -> float | None:
     ``q_proj(h) * d^-0.5``), looking through moves; None if it was not."""
     while isinstance(q, fx.Node) and base_name(q) in MOVEMENT_OPS:
         q = q.args[0]
-    if isinstance(q, fx.Node) and base_name(q) == "mul" and len(q.args) == 2 and scalar(q.args[1]):
-        return float(q.args[1])
-    return None
+    factor = q.args[1] if isinstance(q, fx.Node) and base_name(q) == "mul" and len(q.args) == 2 else None
+    return float(factor) if isinstance(factor, (int, float)) and scalar(factor) else None
 
 
 def _size(node: fx.Node) -> bool:
