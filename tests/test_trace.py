@@ -282,3 +282,53 @@ def test_values_read_from_a_tensor_made_on_meta_inside_forward_send_the_model_to
         model = ReadsSizes()
     tg = trace(model, to_meta({"x": torch.randn(2, 4)}))
     assert any("unallocated storage" in n and "CPU" in n for n in tg.notes), tg.notes
+
+
+class ExtraKeywords(nn.Module):
+    """A forward with ``**kwargs`` that is given an input it does not name (SAM3-Lite's text
+    model is given pixel values): export rejects every dynamic-shape spec for such inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * 2  # type: ignore[no-any-return]
+
+
+def test_an_input_bound_to_var_keywords_traces_with_static_sizes() -> None:
+    from unitcheck.infer import trace_for_inference
+
+    tg = trace_for_inference(ExtraKeywords(), ((torch.randn(2, 4),), {"pixel_values": torch.randn(2, 3)}), dynamic=True)
+    assert tg.method == "export"
+    dynamic = trace_for_inference(ExtraKeywords(), (torch.randn(2, 4),), dynamic=True)
+    assert any(isinstance(n.meta.get("val"), torch.SymInt) for n in dynamic.graph.nodes) or any(
+        any(isinstance(d, torch.SymInt) for d in n.meta["val"].shape)
+        for n in dynamic.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor))
+
+
+class LayerDrop(nn.Module):
+    """Training code that skips a layer on a random draw (wav2vec2, LASR, Hubert: LayerDrop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            if self.training and torch.rand([]) < 0.1:
+                continue
+            x = x + layer(x)
+        return x
+
+
+def test_a_branch_on_a_random_draw_is_a_data_dependent_branch() -> None:
+    """Export with real values took the example draw's branch and asserted it in the graph:
+    code generated from it failed at random in training ("Runtime assertion failed for
+    expression Ne(u1, 1)", LASR's null rewrite in the zoo)."""
+    from unitcheck.infer import trace_for_inference
+
+    torch.manual_seed(0)
+    with pytest.raises(TraceError, match="data-dependent branch on a random draw at .*test_trace.py.*torch.rand"):
+        trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True, training=True)
+    assert trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True).method == "export"  # eval: no draw

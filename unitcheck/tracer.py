@@ -267,19 +267,29 @@ def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> 
     return False
 
 
-def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     """Every dimension of every tensor input left to export (``Dim.AUTO``): the graph keeps
-    symbolic sizes wherever the model allows, so generated code runs at any batch and length."""
+    symbolic sizes wherever the model allows, so generated code runs at any batch and length.
+    None (static sizes) where an input binds to ``**kwargs`` (SAM3-Lite's text model is given
+    pixel values it does not name): export rejects any spec for those (pytorch#150022)."""
     import inspect
 
-    bound = inspect.signature(model.forward).bind(*args, **kwargs)
-    spec: dict[str, Any] = {}
-    for name, value in bound.arguments.items():
-        if isinstance(value, torch.Tensor):
-            spec[name] = {i: torch.export.Dim.AUTO for i in range(value.dim())}
-        else:
-            spec[name] = None
-    return spec
+    sig = inspect.signature(model.forward)
+    bound = sig.bind(*args, **kwargs)
+    if any(sig.parameters[name].kind is inspect.Parameter.VAR_KEYWORD and value for name, value in bound.arguments.items()):
+        return None
+    return {name: _spec_of(value) for name, value in bound.arguments.items()}
+
+
+def _spec_of(value: Any) -> Any:
+    """One input's spec, in its own structure (a dict or a list of tensors)."""
+    if isinstance(value, torch.Tensor):
+        return {i: torch.export.Dim.AUTO for i in range(value.dim())}
+    if isinstance(value, dict):
+        return {k: _spec_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(_spec_of(v) for v in value) if type(value) in (list, tuple) else None
+    return None
 
 
 class _ValueSpecialised(Exception):
@@ -287,6 +297,14 @@ class _ValueSpecialised(Exception):
     the graph would hold one branch of the model's control flow, not the model."""
 
 
+class _DrawSpecialised(_ValueSpecialised):
+    """Export with real values read a random draw (LayerDrop): symbolic tracing would decide it
+    silently as well, so no later method is tried."""
+
+
+# ops that draw random values: a branch on one is no more the model's than a branch on data
+_RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli",
+           "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy", "log_normal"}
 # ops whose result depends on their tensor arguments' shapes, not on their values
 _SHAPE_ONLY = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "zeros_like", "ones_like", "empty_like",
                "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "size", "dim", "numel"}
@@ -299,22 +317,28 @@ class _Specialisation:
 
     guarded: list[Any] = field(default_factory=list)
     origin: dict[Any, tuple[bool, str]] = field(default_factory=dict)
+    drawn: set[Any] = field(default_factory=set)  # symbols read from a random draw (LayerDrop)
 
     def scan(self, graph: fx.Graph) -> None:
         """Record the symbols a graph binds, before dead code (a value read only to branch on)
         is removed. A value derives from data when a floating-point leaf (a parameter, a float
         input or buffer) reaches it through anything but a shape query."""
         tainted: dict[fx.Node, bool] = {}
+        drawn: dict[fx.Node, bool] = {}
         for n in graph.nodes:
+            name = getattr(n.target, "__name__", "").split(".")[0]
+            drawn[n] = name in _RANDOM or any(drawn.get(a, False) for a in n.all_input_nodes)
             if n.op == "placeholder":
                 val = n.meta.get("val")
                 tainted[n] = isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex())
-            elif n.op == "call_function" and getattr(n.target, "__name__", "").split(".")[0] in _SHAPE_ONLY:
+            elif n.op == "call_function" and name in _SHAPE_ONLY:
                 tainted[n] = False
             else:
-                tainted[n] = any(tainted.get(a, False) for a in n.all_input_nodes)
+                tainted[n] = drawn[n] or any(tainted.get(a, False) for a in n.all_input_nodes)
             for sym in n.meta.get("unbacked_bindings") or {}:
                 self.origin.setdefault(sym, (tainted[n], str(n.meta.get("stack_trace") or "")))
+                if drawn[n]:
+                    self.drawn.add(sym)
 
 
 @contextlib.contextmanager
@@ -360,6 +384,8 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> str:
         tainted, stack = spec.origin.get(sym, (True, ""))
         frames = frames_from_text(stack)
         at = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "an unknown line"
+        if sym in spec.drawn:  # the graph would hold the branch this draw took, and assert it
+            raise _DrawSpecialised(f"a branch on a random draw ({sym} at {at})")
         if tainted:
             raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
         first = first or f" (first at {at})"
@@ -752,6 +778,12 @@ def trace(
                     g.trace_seconds = time.perf_counter() - t0
                     _note_autocast(g, rewritten)
                     return g
+                except _DrawSpecialised as err:
+                    _, loc = _describe_failure(errors[0][1])
+                    where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
+                    raise TraceError(f"cannot trace {type(model).__name__}: data-dependent branch on a random draw"
+                                     f"{where} (training mode takes a different path each step; trace it with the "
+                                     "model's layer drop set to 0)", loc) from err
                 except Exception as err:
                     errors.append(("torch.export with real values", err))
         if method in ("auto", "fx"):
