@@ -332,3 +332,22 @@ def test_a_branch_on_a_random_draw_is_a_data_dependent_branch() -> None:
     with pytest.raises(TraceError, match="data-dependent branch on a random draw at .*test_trace.py.*torch.rand"):
         trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True, training=True)
     assert trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True).method == "export"  # eval: no draw
+
+
+class DictInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.fc(batch["x"]) + batch["y"]  # type: ignore[no-any-return]
+
+
+def test_a_dict_input_keeps_dynamic_sizes() -> None:
+    """A dict input's spec is a dict of its tensors' dims (export refused a None spec for it)."""
+    from unitcheck.infer import trace_for_inference
+
+    tg = trace_for_inference(DictInput(), ({"x": torch.randn(3, 4), "y": torch.randn(3, 4)},), dynamic=True)
+    assert tg.method == "export"
+    assert any(isinstance(d, torch.SymInt) for n in tg.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)
+               for d in n.meta["val"].shape)

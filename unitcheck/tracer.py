@@ -282,13 +282,12 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 
 
 def _spec_of(value: Any) -> Any:
-    """One input's spec, in its own structure (a dict or a list of tensors)."""
+    """One input's spec: a dict input's shaped like it (export refuses None for a dict, and the
+    capture fell back to symbolic tracing), anything else but a tensor static."""
     if isinstance(value, torch.Tensor):
         return {i: torch.export.Dim.AUTO for i in range(value.dim())}
     if isinstance(value, dict):
         return {k: _spec_of(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-        return type(value)(_spec_of(v) for v in value) if type(value) in (list, tuple) else None
     return None
 
 
