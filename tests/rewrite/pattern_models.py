@@ -589,3 +589,35 @@ class PrescaledQueryLM(SplitKeyLM):
 
 def prescaled_query_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(PrescaledQueryLM)
+
+
+class ThresholdRouterMoE(nn.Module):
+    """PhiMoE's sparsemixer in eval form: router logits below a relative threshold of the top
+    one are filled with ``-inf``, then softmaxed; the top expert's gate scales its output."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 4, bias=False)
+        self.experts = nn.ModuleList([MLP(cfg) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.router(x)
+        with torch.no_grad():
+            top, _ = scores.max(dim=-1, keepdim=True)
+            below = ((top - scores) / scores.abs().clamp(min=top)) > 0.02
+        gates = torch.softmax(scores.masked_fill(below, float("-inf")), dim=-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            out = out + gates[..., e : e + 1] * expert(x)
+        return out
+
+
+class ThresholdRouterLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.mlp = ThresholdRouterMoE(cfg)  # type: ignore[assignment]
+
+
+def threshold_router_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ThresholdRouterLM)

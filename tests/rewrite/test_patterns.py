@@ -30,6 +30,7 @@ from .pattern_models import (
     skip_gain_lm,
     split_key_lm,
     stacked_heads_lm,
+    threshold_router_lm,
     topk_first_lm,
     wrapper_lm,
 )
@@ -341,3 +342,15 @@ def test_explicit_attention_through_a_floor_and_a_prescaled_query() -> None:
     assert torch.isfinite(res.module(*inputs)[1])
     scaled = [line for line in res.source.splitlines() if "mul" in line and f"{8**-0.5!r}" in line]
     assert any("canonical" in line for line in scaled), scaled  # C(q) * d^-0.5
+
+
+def test_a_router_softmax_over_masked_logits_rewrites_the_router() -> None:
+    """PhiMoE: ``softmax(scores.masked_fill(below_threshold, -inf))``: the router rule looks
+    through the fill to the projection (it was left, "not a linear projection")."""
+    model, inputs = threshold_router_lm()
+    assert ("UC203", "mlp") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert any(line.startswith("[router_logits] linear@mlp.router") for line in res.gct.log), res.gct.log
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])

@@ -651,6 +651,10 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
             node = node.args[0].args[0]  # the values a top-k chose (Cohere2-MoE routes, then softmaxes)
         elif name in MOVEMENT_OPS or name == "tanh" or scaled:
             node = node.args[0]
+        elif name == "masked_fill" or (name == "scatter" and len(node.args) == 4 and scalar(node.args[3])):
+            node = node.args[0]  # entries masked out (PhiMoE's sparsemixer fills -inf below a threshold)
+        elif name == "where" and len(node.args) == 3 and sum(map(_filled, node.args[1:])) == 1:
+            node = next(a for a in node.args[1:] if not _filled(a))  # masked_fill as lowering writes it
         elif name == "mul" and len(node.args) == 2 and scalar(node.args[0]):
             node = node.args[1]
         elif name in ("mul", "div") and len(node.args) == 2 and constant is not None \
@@ -666,6 +670,11 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
         else:
             return None
     return None
+
+
+def _filled(value: Any) -> bool:
+    """A constant fill: a number, or a tensor made of one (``scalar_tensor(-inf)``, ``full``)."""
+    return scalar(value) or isinstance(value, fx.Node) and base_name(value) in ("scalar_tensor", "full", "full_like")
 
 
 def _selected_projection(node: Any) -> fx.Node | None:
