@@ -593,7 +593,8 @@ def prescaled_query_lm():  # type: ignore[no-untyped-def]
 
 class ThresholdRouterMoE(nn.Module):
     """PhiMoE's sparsemixer in eval form: router logits below a relative threshold of the top
-    one are filled with ``-inf``, then softmaxed; the top expert's gate scales its output."""
+    one are filled with ``-inf``, then softmaxed; the same logits with the top one scattered to
+    ``-inf``, softmaxed again (the runner-up's gate)."""
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
@@ -603,12 +604,13 @@ class ThresholdRouterMoE(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         scores = self.router(x)
         with torch.no_grad():
-            top, _ = scores.max(dim=-1, keepdim=True)
+            top, first = scores.max(dim=-1, keepdim=True)
             below = ((top - scores) / scores.abs().clamp(min=top)) > 0.02
         gates = torch.softmax(scores.masked_fill(below, float("-inf")), dim=-1)
+        second = torch.softmax(scores.scatter(-1, first, float("-inf")), dim=-1)  # the runner-up's gate
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
-            out = out + gates[..., e : e + 1] * expert(x)
+            out = out + (gates[..., e : e + 1] + second[..., e : e + 1]) * expert(x)
         return out
 
 

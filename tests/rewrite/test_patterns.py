@@ -345,8 +345,9 @@ def test_explicit_attention_through_a_floor_and_a_prescaled_query() -> None:
 
 
 def test_a_router_softmax_over_masked_logits_rewrites_the_router() -> None:
-    """PhiMoE: ``softmax(scores.masked_fill(below_threshold, -inf))``: the router rule looks
-    through the fill to the projection (it was left, "not a linear projection")."""
+    """PhiMoE: ``softmax(scores.masked_fill(below_threshold, -inf))`` and a second softmax of
+    the same logits with the top one scattered to -inf: the router rule looks through the fills
+    to the projection, and rewrites it once for both (each was left, "not a linear projection")."""
     model, inputs = threshold_router_lm()
     assert ("UC203", "mlp") in {(v.rule, v.module) for v in lint(model, inputs).violations}
     res = rewrite(model, inputs)

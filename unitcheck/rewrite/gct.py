@@ -779,17 +779,16 @@ def logits(ctx: RewriteContext) -> None:
 
 def router_logits(ctx: RewriteContext) -> None:
     """The softmax of an MoE router (UC203) reads gain * C(h) . C(W_router)^T / sqrt(d)."""
-    done: set[fx.Node] = set()
-    for n in list(ctx.graph.nodes):
+    sources: dict[fx.Node, None] = {}
+    for n in list(ctx.graph.nodes):  # every softmax's projection first: a rewrite replaces it
         if record(n).violation != "UC203" or not n.args:
             continue
         src = _projection(n.args[0])
         if src is None or base_name(src) != "linear":
             ctx.skip(module_path(n), f"{base_name(n)} of a unitful value that is not a linear projection")
             continue
-        if src in done:
-            continue
-        done.add(src)
+        sources[src] = None  # PhiMoE softmaxes one router's logits twice
+    for src in sources:
         mod = module_path(src)
         name = f"{mod}_gain" if mod else "router_gain"
         ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
