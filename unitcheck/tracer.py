@@ -248,6 +248,38 @@ def _mark_detaches(graph: fx.Graph) -> None:
             n.meta.setdefault("custom", {})[DETACH_KEY] = True
 
 
+NO_GRAD_KEY = "unitcheck_no_grad"  # node.meta["custom"]: computed inside a ``torch.no_grad()`` region
+
+
+def _mark_no_grad_regions(graph: fx.Graph) -> None:
+    """Export wraps a ``torch.no_grad()`` region in a higher-order op, and lowering inlines it:
+    the op is marked first (the nodes it inlines to inherit the mark), so
+    :func:`_cut_no_grad_regions` can detach what leaves the region (HRM's early cycles)."""
+    for n in graph.nodes:
+        if n.target is torch.ops.higher_order.wrap_with_set_grad_enabled and n.args[0] is False:
+            n.meta.setdefault("custom", {})[NO_GRAD_KEY] = True  # inlined nodes inherit it
+
+
+def _cut_no_grad_regions(graph: fx.Graph) -> None:
+    """A float value computed in a no-grad region is detached where a node outside reads it:
+    the gradient eager autograd never records stays cut in the inlined graph."""
+    def inside(n: fx.Node) -> bool:
+        return bool((n.meta.get("custom") or {}).get(NO_GRAD_KEY))
+
+    for n in list(graph.nodes):
+        val = n.meta.get("val")
+        if not inside(n) or not (isinstance(val, torch.Tensor) and val.is_floating_point()):
+            continue
+        outside = [u for u in n.users if not inside(u)]
+        if not outside:
+            continue
+        with graph.inserting_after(n):
+            cut = graph.call_function(aten.detach.default, (n,))
+        cut.meta.update({k: v for k, v in n.meta.items() if k != "custom"})
+        for u in outside:
+            u.replace_input_with(n, cut)
+
+
 def _needs_lowering(graph: fx.Graph, lower_op: Callable[[Any], bool] | None) -> bool:
     """Export's training IR already has the high-level ops the rules want (and lowering it costs
     as much as the export itself). Lower only when it holds a mutating op, which
@@ -403,7 +435,9 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             where = _check_specialised(ep, spec)
         if _needs_lowering(ep.graph_module.graph, lower_op):
             _mark_detaches(ep.graph_module.graph)
+            _mark_no_grad_regions(ep.graph_module.graph)
             ep = ep.run_decompositions(_decomposition_table())
+            _cut_no_grad_regions(ep.graph_module.graph)
     gm = ep.graph_module
     names = _canonical_names(model)
     params = dict(model.named_parameters(remove_duplicate=False))

@@ -69,6 +69,23 @@ class DetachedMemory(nn.Module):
         return (shifted * h).mean(), h[:, 1:].detach()
 
 
+class NoGradCycles(nn.Module):
+    """HRM's k-step gradient: early cycles of a recurrence run under ``torch.no_grad()``, only the
+    last one propagates gradients (export wraps the region, and lowering inlines it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.zeros_like(x)
+        for _ in range(2):
+            with torch.no_grad():
+                h = torch.tanh(self.lin(h + x))
+        h = torch.tanh(self.lin(h + x))
+        return h.square().mean()
+
+
 class LogSumExpSink(nn.Module):
     """GraniteMoE-SWA style: attention sinks as ``sigmoid(logsumexp(s) - sink)``; an in-place op
     makes the capture lowered, where ``logsumexp`` would become max, exp, sum and log, whose
