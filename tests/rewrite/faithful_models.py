@@ -116,6 +116,21 @@ class ConvNorm(nn.Module):
         return self.drop(self.bn(self.conv(x))).mean((-1, -2))
 
 
+class ReflectPReLU(nn.Module):
+    """UVDoc's conv layer: reflect padding, batch norm, PReLU. Lowered, both the padding and
+    PReLU decompose into pieces whose autograd rounds differently from their eager kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect")
+        self.bn = nn.BatchNorm2d(8)
+        self.act = nn.PReLU(8)
+        self.out = nn.Conv2d(8, 2, 3, padding=1, padding_mode="replicate")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.act(self.bn(self.conv(x)))).square().mean()
+
+
 class RoundThrough(torch.autograd.Function):
     """Rounding with a straight-through backward (quantisation-aware training): autograd of the
     traced forward would give zero gradients."""
