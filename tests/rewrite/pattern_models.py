@@ -623,3 +623,28 @@ class ThresholdRouterLM(SplitKeyLM):
 
 def threshold_router_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(ThresholdRouterLM)
+
+
+class MediaTokensLM(SplitKeyLM):
+    """A LLaVA-style join: projected media features (a linear and a LayerNorm) placed into the
+    token embeddings at the media token (id 1) by ``masked_scatter``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        self.projector = nn.Sequential(nn.Linear(6, cfg.n_embd), nn.LayerNorm(cfg.n_embd))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, media: torch.Tensor):  # type: ignore[no-untyped-def]
+        embeds = self.wte(idx)
+        mask = (idx == 1).unsqueeze(-1).expand_as(embeds)
+        x = embeds.masked_scatter(mask, self.projector(media).to(embeds.dtype))
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def media_tokens_lm():  # type: ignore[no-untyped-def]
+    model, (idx, targets) = _tiny_lm(MediaTokensLM)
+    idx[idx == 1] = 2
+    idx[:, 2] = 1  # one media token per row
+    return model, (idx, targets, torch.randn(2, 6))

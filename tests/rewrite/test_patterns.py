@@ -20,6 +20,7 @@ from .pattern_models import (
     codebook_losses_lm,
     explicit_attention_lm,
     fp32_residual_lm,
+    media_tokens_lm,
     normed_embedding_lm,
     param_gate_lm,
     prescaled_query_lm,
@@ -354,4 +355,15 @@ def test_a_router_softmax_over_masked_logits_rewrites_the_router() -> None:
     assert res.complete and not res.gct.unhandled, res.gct.unhandled
     assert any(line.startswith("[router_logits] linear@mlp.router") for line in res.gct.log), res.gct.log
     assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_media_features_placed_into_text_embeddings() -> None:
+    """``embeds.masked_scatter(mask, projector(media))`` (MOSS-Transcribe and LLaVA-style
+    models): the join's two sides are canonicalised (it was left as a UC101)."""
+    model, inputs = media_tokens_lm()
+    assert ("UC101", "", "aten.masked_scatter.default") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[mixed_parts] masked_scatter@<root>") for line in res.gct.log), res.gct.log
     assert torch.isfinite(res.module(*inputs)[1])

@@ -14,6 +14,12 @@ the add); each summand is canonicalised the same way:
 
     add(routed, shared)                  ->  add(C(routed), C(shared))
 
+A vision or audio language model places projected media features into the text embeddings at
+the media tokens (``embeds.masked_scatter(mask, features)``, LLaVA and most of its kind); the
+two sides are canonicalised alike:
+
+    masked_scatter(embeds, mask, features)  ->  masked_scatter(C(embeds), mask, C(features))
+
 A chain of slice writes into a value that is not a fresh tensor (``empty``, ``zeros``) is left
 and reported (its own unit would still differ from the parts'); a sum of a value and a
 broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after,
@@ -34,6 +40,7 @@ from .patterns import RewriteContext, attention_scores, describe, through_casts
 __all__ = ["mixed_parts"]
 
 _LISTS = {"cat", "stack"}
+_PLACED = {"masked_scatter"}
 _SUMS = {"add", "sub"}
 _FRESH = {"empty", "new_empty", "empty_like", "zeros", "new_zeros", "zeros_like", "full", "new_full",
           "empty_strided", "empty_permuted"}
@@ -141,15 +148,19 @@ def _canonical_before(ctx: RewriteContext, part: fx.Node, user: fx.Node) -> fx.N
 
 
 def mixed_parts(ctx: RewriteContext) -> None:
-    """join(a, b) of parts with different units (UC101 on cat, stack, slice_scatter, or a sum of
-    two same-shaped branch outputs) -> join(C(a), C(b)): every part dimensionless before it is
-    joined."""
+    """join(a, b) of parts with different units (UC101 on cat, stack, slice_scatter,
+    masked_scatter, or a sum of two same-shaped branch outputs) -> join(C(a), C(b)): every part
+    dimensionless before it is joined."""
     done: set[fx.Node] = set()
     for n in list(ctx.graph.nodes):
         name = base_name(n)
-        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, "slice_scatter") or not n.users or n in done:
+        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, *_PLACED) or not n.users or n in done:
             continue
-        if name in _SUMS:
+        if name in _PLACED:  # media features placed into the text embeddings at their tokens
+            n.args = tuple(_canonical_before(ctx, a, n) if i in (0, 2) and isinstance(a, fx.Node) else a
+                           for i, a in enumerate(n.args))
+            count = 2
+        elif name in _SUMS:
             if not _same_shape_terms(n) or _biased_scores(n):
                 continue  # a mask or bias added to scores: the attention rules' part, or left to lint
             n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
