@@ -117,8 +117,9 @@ class TracedGraph:
     kwargs: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     trace_seconds: float = 0.0
-    # flat output position -> qualified name of the buffer it updates (functionalised in-place
-    # updates, e.g. batch-norm running statistics in training mode); other outputs are the user's
+    # flat output position -> qualified name of the buffer or parameter it updates (functionalised
+    # in-place updates: batch-norm running statistics in training mode, RWKV's rescaled weights);
+    # other outputs are the user's
     mutations: dict[int, str] = field(default_factory=dict)
     out_spec: Any = None  # the pytree structure of the user's outputs (export only)
 
@@ -480,8 +481,8 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
     leaves = {k: v for k, v in leaves.items() if k in placeholders}
     mutations: dict[int, str] = {}
     for i, out in enumerate(ep.graph_signature.output_specs):
-        if out.kind.name == "BUFFER_MUTATION":
-            b = buffers.get(str(out.target))
+        if out.kind.name in ("BUFFER_MUTATION", "PARAMETER_MUTATION"):  # RWKV rescales weights in eval
+            b = buffers.get(str(out.target), params.get(str(out.target)))
             mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
     g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
                     out_spec=ep.call_spec.out_spec)

@@ -131,6 +131,20 @@ class ReflectPReLU(nn.Module):
         return self.out(self.act(self.bn(self.conv(x)))).square().mean()
 
 
+class ClampsItsWeight(nn.Module):
+    """RWKV rescales its weights in place in eval mode (under ``no_grad``): export records the
+    new value as a parameter mutation, an extra graph output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.lin.weight.clamp_(-0.1, 0.1)
+        return self.lin(x)
+
+
 class RoundThrough(torch.autograd.Function):
     """Rounding with a straight-through backward (quantisation-aware training): autograd of the
     traced forward would give zero gradients."""

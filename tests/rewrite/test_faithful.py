@@ -19,6 +19,7 @@ from unitcheck.rewrite.equal import differences
 from unitcheck.testing import same_computation
 
 from .faithful_models import (
+    ClampsItsWeight,
     ConvNorm,
     CustomOp,
     DetachedMemory,
@@ -93,6 +94,21 @@ def test_a_no_grad_region_keeps_its_gradient_cut() -> None:
     assert "detach" in res.source
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == []
+
+
+def test_a_parameter_updated_in_place_is_written_back_not_returned() -> None:
+    """A parameter mutation is written back to the parameter, as a buffer update is; it was
+    returned as an extra output (RWKV's null rewrite returned 6 tensors for 2)."""
+    torch.manual_seed(0)
+    model, x = ClampsItsWeight(), torch.randn(3, 4)
+    res = rewrite(model, (x,), to="identity")
+    generated = res.module
+    with torch.no_grad():
+        generated.lin.weight.copy_(torch.randn(4, 4))  # unclamped again
+        out = generated(x)
+    assert isinstance(out, torch.Tensor) and out.shape == (3, 4)
+    assert float(generated.lin.weight.abs().max()) <= float(torch.tensor(0.1))
+    assert torch.equal(out, x @ generated.lin.weight.T + generated.lin.bias)
 
 
 def test_generated_code_imports_the_module_that_registers_a_custom_op(tmp_path: Path) -> None:
