@@ -154,7 +154,7 @@ def mixed_parts(ctx: RewriteContext) -> None:
     done: set[fx.Node] = set()
     for n in list(ctx.graph.nodes):
         name = base_name(n)
-        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, *_PLACED) or not n.users or n in done:
+        if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, *_PLACED, "slice_scatter") or not n.users or n in done:
             continue
         if name in _PLACED:  # media features placed into the text embeddings at their tokens
             n.args = tuple(_canonical_before(ctx, a, n) if i in (0, 2) and isinstance(a, fx.Node) else a
