@@ -35,6 +35,7 @@ VIEW_OPS = frozenset({
     "expand_as", "movedim", "swapaxes", "swapdims", "getitem",
 })
 MOVEMENT_OPS = IDENTITY_OPS | VIEW_OPS
+LEAF_KEY = "unitcheck_leaf"  # placeholder.meta: the leaf's kind (param, buffer, constant, input)
 
 _aten = torch.ops.aten
 # Exported graphs bake in the strides a kernel produced while tracing; eager kernels (under

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from .fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, module_path
+from .fxutil import IDENTITY_OPS, LEAF_KEY, MOVEMENT_OPS, base_name, module_path
 
 __all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views", "stream_source"]
 
@@ -63,15 +63,17 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
         source = stream_source(stream)  # Mamba adds ``residual.to(float32)``, a cast beside the branch
         if order[source] > order[branch] or not is_ancestor(source, branch, order):
             continue
-        # the branch's computation (back to the stream) passes through a submodule: the branch
-        # itself (x + attn(x)) or an op applied to its output (h + alpha * C(attn(h)))
+        # the branch's computation from the stream passes through a submodule: the branch
+        # itself (x + attn(x)) or an op applied to its output (h + alpha * C(attn(h))); a
+        # submodule that does not read the stream does not count (Mamba's ``y + u * D``, y
+        # computed inline from u and from a projection of the mixer's input)
         seen, queue = {branch}, deque([branch])
         while queue and len(seen) < 4096:  # breadth-first and bounded: the submodule is close
             n = queue.popleft()
-            if inside(module_path(n)):
+            if inside(module_path(n)) and is_ancestor(source, n, order):
                 return stream, branch
             for p in n.all_input_nodes:
-                if p is not source and p not in seen and p.op == "call_function":
+                if p is not source and p not in seen and p.op == "call_function" and order[p] > order[source]:
                     seen.add(p)
                     queue.append(p)
     return None
@@ -86,21 +88,46 @@ def _feeds_softmax(node: fx.Node, depth: int = 6) -> bool:
     return any(base_name(u) in _SOFTMAX for u in users_through_views(node, depth, through=frozenset({"cat"})))
 
 
-def stream_source(node: fx.Node) -> fx.Node:
-    """The value a chain of casts, copies and scalings by a constant forwards: the stream a
-    residual adds, when the block casts it (Mamba's ``residual.to(torch.float32)``) or scales it
-    (MiniMax's ``residual * alpha + branch * beta``) after its branch has read it."""
+def stream_source(node: fx.Node, parameters: bool = True) -> fx.Node:
+    """The value a chain of casts, copies and scalings by a constant or a parameter forwards: the
+    stream a residual adds, when the block casts it (Mamba's ``residual.to(torch.float32)``),
+    scales it (MiniMax's ``residual * alpha + branch * beta``, Doge's ``input_residual *
+    residual + branch``) or shifts it by a parameter (Zaya's ``(residual + b) * s``) after its
+    branch has read it."""
     while node.args:
         name = base_name(node)
-        if name in IDENTITY_OPS and isinstance(node.args[0], fx.Node) or name in ("mul", "div") and len(node.args) == 2 and isinstance(node.args[0], fx.Node) \
-                and isinstance(node.args[1], (int, float)) and not isinstance(node.args[1], bool):
+        if name in IDENTITY_OPS and isinstance(node.args[0], fx.Node):
             node = node.args[0]
-        elif name == "mul" and len(node.args) == 2 and isinstance(node.args[1], fx.Node) \
-                and isinstance(node.args[0], (int, float)) and not isinstance(node.args[0], bool):
-            node = node.args[1]
-        else:
+            continue
+        other = _other_operand(node, parameters) if name in ("mul", "div", "add", "sub") and len(node.args) == 2 else None
+        if other is None:
             break
+        node = other
     return node
+
+
+def _other_operand(node: fx.Node, parameters: bool) -> fx.Node | None:
+    """The tensor operand of a binary op whose other operand is a constant (a number, or a
+    parameter, buffer or constant leaf, for ``mul`` and ``div`` only a number or such a leaf on
+    the right of a ``div``), else None."""
+    a, b = node.args[0], node.args[1]
+    number = (int, float)
+
+    def fixed(x: Any) -> bool:
+        return isinstance(x, number) and not isinstance(x, bool) and base_name(node) in ("mul", "div") \
+            or parameters and isinstance(x, fx.Node) and _parameter_leaf(x)
+    if isinstance(a, fx.Node) and fixed(b) and not _parameter_leaf(a):
+        return a
+    if isinstance(b, fx.Node) and fixed(a) and base_name(node) in ("mul", "add") and not _parameter_leaf(b):
+        return b
+    return None
+
+
+def _parameter_leaf(node: fx.Node) -> bool:
+    """A parameter, buffer or constant leaf, through moves (a gain viewed to broadcast)."""
+    while node.op == "call_function" and base_name(node) in MOVEMENT_OPS and node.args and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+    return node.op == "placeholder" and node.meta.get(LEAF_KEY) in ("param", "buffer", "constant")
 
 
 def _same_shape(a: fx.Node, b: fx.Node) -> bool:

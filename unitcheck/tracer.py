@@ -32,7 +32,7 @@ from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 from .errors import UnitcheckError
-from .fxutil import frames_from_text, restore_module_paths, user_frame
+from .fxutil import LEAF_KEY, frames_from_text, restore_module_paths, user_frame
 from .quiet import quiet_loggers
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs", "to_meta"]
@@ -122,6 +122,11 @@ class TracedGraph:
     # other outputs are the user's
     mutations: dict[int, str] = field(default_factory=dict)
     out_spec: Any = None  # the pytree structure of the user's outputs (export only)
+
+    def __post_init__(self) -> None:
+        for n in self.gm.graph.nodes:  # graph walks tell parameters from data (graphs.stream_source)
+            if n.op == "placeholder" and n.name in self.leaves:
+                n.meta[LEAF_KEY] = self.leaves[n.name].kind
 
     @property
     def graph(self) -> fx.Graph:

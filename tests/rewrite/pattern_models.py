@@ -648,3 +648,31 @@ def media_tokens_lm():  # type: ignore[no-untyped-def]
     idx[idx == 1] = 2
     idx[:, 2] = 1  # one media token per row
     return model, (idx, targets, torch.randn(2, 6))
+
+
+class GatedSkipLM(SplitKeyLM):
+    """Residual adds whose skip side carries parameters: Doge's ``input_residual * h +
+    attn(h)``, Zaya's ``(h + b) * s + (mlp(h) + b') * s'``; and Doge's dynamic gate
+    ``exp(A * softplus(dt_proj(h)))`` scaling the attention branch."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)
+        d = cfg.n_embd
+        self.input_residual = nn.Parameter(torch.ones(d))
+        self.skip_bias, self.skip_scale = nn.Parameter(torch.zeros(d)), nn.Parameter(torch.ones(d))
+        self.branch_bias, self.branch_scale = nn.Parameter(torch.zeros(d)), nn.Parameter(torch.ones(d))
+        self.dt_proj = nn.Linear(d, d)
+        self.A = nn.Parameter(torch.full((d,), -0.5))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        h = self.ln1(x)
+        gate = torch.exp(self.A * nn.functional.softplus(self.dt_proj(h)))
+        x = self.input_residual * x + self.attn(h) * gate
+        x = (x + self.skip_bias) * self.skip_scale + (self.mlp(self.ln2(x)) + self.branch_bias) * self.branch_scale
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def gated_skip_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(GatedSkipLM)

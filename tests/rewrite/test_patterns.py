@@ -20,6 +20,7 @@ from .pattern_models import (
     codebook_losses_lm,
     explicit_attention_lm,
     fp32_residual_lm,
+    gated_skip_lm,
     media_tokens_lm,
     normed_embedding_lm,
     param_gate_lm,
@@ -366,4 +367,16 @@ def test_media_features_placed_into_text_embeddings() -> None:
     res = rewrite(model, inputs)
     assert res.complete and infer_units(res.module, inputs).violations == []
     assert any(line.startswith("[mixed_parts] masked_scatter@<root>") for line in res.gct.log), res.gct.log
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_a_skip_side_with_parameters_is_a_residual_stream() -> None:
+    """Doge scales the skip by a parameter and Zaya shifts and scales both sides: the residual
+    adds are found through the parameter terms (it was "no residual stream"), and an
+    exponential of a parameter times an already-rewritten softplus declares the parameter."""
+    model, inputs = gated_skip_lm()
+    res = rewrite(model, inputs)
+    assert res.gct.residuals == 2 and res.gct.residuals_rewritten == 2
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    assert res.gct.declared.get("A") == "1"
     assert torch.isfinite(res.module(*inputs)[1])

@@ -615,6 +615,13 @@ def activations(ctx: RewriteContext) -> None:
                 ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
             continue
         if a in done or _on_stream(ctx, a) or base_name(a) == "canonical":
+            # already dimensionless; parameter terms this op adds are declared (Doge's
+            # ``exp(A * softplus(C(dt)))`` after the softplus was rewritten)
+            fresh = [p for p in _parameters_of(ctx, terms) if p not in ctx.declared]
+            for name in fresh:
+                ctx.declare(name)
+            if fresh:
+                ctx.note("activations", f"{base_name(n)}@{mod}", f"parameter terms declared dimensionless: {', '.join(fresh)}")
             continue
         done.add(a)
         routed = _selected_projection(a)
