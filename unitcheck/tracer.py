@@ -731,6 +731,16 @@ def _importable(cls: type) -> bool:
     return obj is cls
 
 
+def _literal(value: Any) -> bool:
+    """A value generated code can write as a Python literal: a number, string, None, or a list,
+    tuple or string-keyed dict of them (YOSO passes its config as a dict)."""
+    if isinstance(value, _LITERALS):
+        return True
+    if isinstance(value, (list, tuple)):
+        return type(value) in (list, tuple) and all(_literal(v) for v in value)
+    return type(value) is dict and all(isinstance(k, str) and _literal(v) for k, v in value.items())
+
+
 @contextlib.contextmanager
 def mark_autograd_functions() -> Iterator[None]:
     """Mark the nodes of each ``Function.apply`` the capture inlines (a hand-written backward,
@@ -743,7 +753,7 @@ def mark_autograd_functions() -> Iterator[None]:
     original = holder.__func__
 
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or not _importable(cls) or not all(isinstance(a, (torch.Tensor, *_LITERALS)) for a in args):
+        if kwargs or not _importable(cls) or not all(isinstance(a, torch.Tensor) or _literal(a) for a in args):
             return original(cls, *args, **kwargs)
         consts = {i: a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
         mark = {CALL_KEY: "autograd_function", "unitcheck_call_id": next_call_id(),
