@@ -676,3 +676,28 @@ class GatedSkipLM(SplitKeyLM):
 
 def gated_skip_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(GatedSkipLM)
+
+
+class DifferentialAttention(CausalSelfAttention):
+    """DiffLlama's lambda: ``exp(sum(lq1 * lk1)) - exp(sum(lq2 * lk2)) + lambda_init``, a value
+    of parameters alone (UC204 at each exp), scaling one attention map's output against another's."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        d = cfg.n_embd // cfg.n_head
+        self.lq1, self.lk1, self.lq2, self.lk2 = (nn.Parameter(0.1 * torch.randn(d)) for _ in range(4))
+        self.second = CausalSelfAttention(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lam = torch.exp(torch.sum(self.lq1 * self.lk1)) - torch.exp(torch.sum(self.lq2 * self.lk2)) + 0.8
+        return super().forward(x) - lam * self.second(x)  # type: ignore[no-any-return]
+
+
+class DifferentialLM(SplitKeyLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = DifferentialAttention(cfg)  # type: ignore[assignment]
+
+
+def differential_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(DifferentialLM)

@@ -18,6 +18,7 @@ from ..conftest import needs_hf
 from .pattern_models import (
     clamped_glu_lm,
     codebook_losses_lm,
+    differential_lm,
     explicit_attention_lm,
     fp32_residual_lm,
     gated_skip_lm,
@@ -379,4 +380,16 @@ def test_a_skip_side_with_parameters_is_a_residual_stream() -> None:
     assert res.gct.residuals == 2 and res.gct.residuals_rewritten == 2
     assert res.complete and infer_units(res.module, inputs).violations == []
     assert res.gct.declared.get("A") == "1"
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_an_exponential_of_parameters_alone_declares_them() -> None:
+    """DiffLlama's lambda, ``exp(sum(lq1 * lk1)) - exp(sum(lq2 * lk2)) + 0.8``: no input reaches
+    it, and only dimensionless parameters make the exponentials consistent; the rewrite declares
+    them (the lint left UC204 at each exp and the violations downstream)."""
+    model, inputs = differential_lm()
+    assert ("UC204", "attn", "aten.exp.default") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    assert {"attn.lq1", "attn.lk1", "attn.lq2", "attn.lk2"} <= set(res.gct.declared)
     assert torch.isfinite(res.module(*inputs)[1])

@@ -610,6 +610,15 @@ def activations(ctx: RewriteContext) -> None:
                 ctx.note("activations", f"{base_name(n)}@{mod}", "unchanged: its argument is a statistic of "
                          "attention logits the attention rules made dimensionless")
             continue
+        if a is None and terms and not any(_data_dependent(ctx, t, memo) for t in terms):
+            # a function of parameters alone (DiffLlama's exp(sum(lambda_q * lambda_k))): its
+            # parameters are declared dimensionless, the unit that makes its argument one
+            fresh = [p for p in _parameters_of(ctx, terms) if p not in ctx.declared]
+            for name in fresh:
+                ctx.declare(name)
+            if fresh:
+                ctx.note("activations", f"{base_name(n)}@{mod}", f"of parameters alone: declared dimensionless: {', '.join(fresh)}")
+            continue
         if a is None:
             if code == "UC202":
                 ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
