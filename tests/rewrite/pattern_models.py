@@ -120,6 +120,16 @@ def split_key_lm(scatter: bool = False):  # type: ignore[no-untyped-def]
     return _tiny_lm(SplitKeyLM, scatter)
 
 
+def _split_key_variant(cfg: GPTConfig, attn: type[nn.Module] | None, mlp: type[nn.Module] | None) -> SplitKeyLM:
+    """SplitKeyLM with plain attention (or ``attn``) and its MLP (or ``mlp``) swapped in, built in
+    the order the fixture classes used, so the seeded weights are the same."""
+    model = SplitKeyLM(cfg, scatter=False)
+    model.attn = (attn or CausalSelfAttention)(cfg)  # type: ignore[assignment]
+    if mlp is not None:
+        model.mlp = mlp(cfg)  # type: ignore[assignment]
+    return model
+
+
 class ScaledTokensPlusPositionsLM(SplitKeyLM):
     """BioGPT's stream root: ``wte(idx) * sqrt(d) + wpe(positions)``, the positions broadcast
     over the batch, with no normaliser after the sum (pre-LN)."""
@@ -516,15 +526,9 @@ class ClampedGluMLP(nn.Module):
         return self.down((up + 1) * glu) + self.act(self.proj(x))  # type: ignore[no-any-return]
 
 
-class ClampedGluLM(SplitKeyLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg, scatter=False)
-        self.attn = CausalSelfAttention(cfg)
-        self.mlp = ClampedGluMLP(cfg)  # type: ignore[assignment]
-
 
 def clamped_glu_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(ClampedGluLM)
+    return _tiny_lm(_split_key_variant, None, ClampedGluMLP)
 
 
 class ScatteredTopkMoE(nn.Module):
@@ -548,15 +552,9 @@ class ScatteredTopkMoE(nn.Module):
         return out.view_as(x)
 
 
-class ScatteredTopkLM(SplitKeyLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg, scatter=False)
-        self.attn = CausalSelfAttention(cfg)
-        self.mlp = ScatteredTopkMoE(cfg)  # type: ignore[assignment]
-
 
 def scattered_topk_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(ScatteredTopkLM)
+    return _tiny_lm(_split_key_variant, None, ScatteredTopkMoE)
 
 
 class PrescaledQueryAttention(nn.Module):
@@ -581,14 +579,9 @@ class PrescaledQueryAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
 
 
-class PrescaledQueryLM(SplitKeyLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg, scatter=False)
-        self.attn = PrescaledQueryAttention(cfg)  # type: ignore[assignment]
-
 
 def prescaled_query_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(PrescaledQueryLM)
+    return _tiny_lm(_split_key_variant, PrescaledQueryAttention, None)
 
 
 class ThresholdRouterMoE(nn.Module):
@@ -614,15 +607,9 @@ class ThresholdRouterMoE(nn.Module):
         return out
 
 
-class ThresholdRouterLM(SplitKeyLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg, scatter=False)
-        self.attn = CausalSelfAttention(cfg)
-        self.mlp = ThresholdRouterMoE(cfg)  # type: ignore[assignment]
-
 
 def threshold_router_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(ThresholdRouterLM)
+    return _tiny_lm(_split_key_variant, None, ThresholdRouterMoE)
 
 
 class MediaTokensLM(SplitKeyLM):
@@ -693,11 +680,6 @@ class DifferentialAttention(CausalSelfAttention):
         return super().forward(x) - lam * self.second(x)  # type: ignore[no-any-return]
 
 
-class DifferentialLM(SplitKeyLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg, scatter=False)
-        self.attn = DifferentialAttention(cfg)  # type: ignore[assignment]
-
 
 def differential_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(DifferentialLM)
+    return _tiny_lm(_split_key_variant, DifferentialAttention, None)
