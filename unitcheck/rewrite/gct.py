@@ -593,6 +593,15 @@ def _caps_logits(node: fx.Node, depth: int = 8) -> bool:
     return False
 
 
+def _declare_terms(ctx: RewriteContext, n: fx.Node, terms: list[fx.Node], what: str) -> None:
+    """Declare dimensionless the parameters of ``n``'s argument not declared yet, and log them."""
+    fresh = [p for p in _parameters_of(ctx, terms) if p not in ctx.declared]
+    for name in fresh:
+        ctx.declare(name)
+    if fresh:
+        ctx.note("activations", f"{base_name(n)}@{module_path(n)}", f"{what} declared dimensionless: {', '.join(fresh)}")
+
+
 def activations(ctx: RewriteContext) -> None:
     """act(a) -> act(C(a)); for a gated MLP silu(C(a)) = C(a) sigmoid(C(a)), the normalised gate.
     Parameter terms combined with ``a`` stay (``sigmoid(C(g) * s^2)``, ``softplus(C(dt) +
@@ -613,11 +622,7 @@ def activations(ctx: RewriteContext) -> None:
         if a is None and terms and not any(_data_dependent(ctx, t, memo) for t in terms):
             # a function of parameters alone (DiffLlama's exp(sum(lambda_q * lambda_k))): its
             # parameters are declared dimensionless, the unit that makes its argument one
-            fresh = [p for p in _parameters_of(ctx, terms) if p not in ctx.declared]
-            for name in fresh:
-                ctx.declare(name)
-            if fresh:
-                ctx.note("activations", f"{base_name(n)}@{mod}", f"of parameters alone: declared dimensionless: {', '.join(fresh)}")
+            _declare_terms(ctx, n, terms, "of parameters alone")
             continue
         if a is None:
             if code == "UC202":
@@ -626,20 +631,14 @@ def activations(ctx: RewriteContext) -> None:
         if a in done or _on_stream(ctx, a) or base_name(a) == "canonical":
             # already dimensionless; parameter terms this op adds are declared (Doge's
             # ``exp(A * softplus(C(dt)))`` after the softplus was rewritten)
-            fresh = [p for p in _parameters_of(ctx, terms) if p not in ctx.declared]
-            for name in fresh:
-                ctx.declare(name)
-            if fresh:
-                ctx.note("activations", f"{base_name(n)}@{mod}", f"parameter terms declared dimensionless: {', '.join(fresh)}")
+            _declare_terms(ctx, n, terms, "parameter terms")
             continue
         done.add(a)
         routed = _selected_projection(a)
         if routed is not None:  # C over a -inf fill is NaN: the router's logits become dimensionless
             if routed not in done:
                 done.add(routed)
-                name = f"{module_path(routed)}_gain" if module_path(routed) else "router_gain"
-                ctx.note("router_logits", describe(routed),
-                         _dimensionless_linear(ctx, routed, name, "router logit gain, init 1"))
+                _dimensionless_router(ctx, routed)
             continue
         ca = ctx.call(canonical, (a,), after=a, like=n)
         users = [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]
@@ -805,9 +804,12 @@ def router_logits(ctx: RewriteContext) -> None:
             continue
         sources[src] = None  # PhiMoE softmaxes one router's logits twice
     for src in sources:
-        mod = module_path(src)
-        name = f"{mod}_gain" if mod else "router_gain"
-        ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
+        _dimensionless_router(ctx, src)
+
+
+def _dimensionless_router(ctx: RewriteContext, src: fx.Node) -> None:
+    name = f"{module_path(src)}_gain" if module_path(src) else "router_gain"
+    ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
 
 
 RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, explicit_attention, activations,
