@@ -351,3 +351,20 @@ def test_a_dict_input_keeps_dynamic_sizes() -> None:
     assert tg.method == "export"
     assert any(isinstance(d, torch.SymInt) for n in tg.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)
                for d in n.meta["val"].shape)
+
+
+def test_an_image_input_keeps_its_size_and_a_free_batch() -> None:
+    """A floating input of four or more dimensions (an image, a video) keeps every size but the
+    batch: the model's patch grid, position table and windows fix them, and symbolic image sizes
+    cost export minutes of symbolic algebra (Swin)."""
+    from unitcheck.infer import trace_for_inference
+
+    conv = nn.Conv2d(3, 4, 2, stride=2)
+    tg = trace_for_inference(conv, torch.randn(2, 3, 8, 6), dynamic=True)
+    (x,) = [n for n in tg.graph.nodes if n.op == "placeholder" and tg.leaves[n.name].kind == "input"]
+    batch, *rest = x.meta["val"].shape
+    assert isinstance(batch, torch.SymInt)
+    assert [type(d) for d in rest] == [int, int, int] and rest == [3, 8, 6]  # a SymInt compares by its hint
+    tokens = trace_for_inference(nn.Embedding(10, 4), torch.zeros(2, 5, dtype=torch.long), dynamic=True)
+    (ids,) = [n for n in tokens.graph.nodes if n.op == "placeholder" and tokens.leaves[n.name].kind == "input"]
+    assert all(isinstance(d, torch.SymInt) for d in ids.meta["val"].shape)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["update_buffer", "copy_into"]
+__all__ = ["update_buffer", "copy_into", "expect_sizes"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -21,3 +21,13 @@ def copy_into(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False)
     differentiable in src: eager autograd has no derivative for the functional copy that slice
     assignment lowers to, and the values are the same bits."""
     return src.to(device=self.device, dtype=self.dtype).expand_as(self).clone()
+
+
+def expect_sizes(x: torch.Tensor, sizes: tuple[int | None, ...], name: str) -> None:
+    """Refuse an input whose sizes differ where the capture fixed them (None: free): the graph
+    holds the example's sizes there (reshapes, position tables, image grids), and another size
+    would fail deep inside it or compute something else."""
+    if x.dim() != len(sizes) or any(s is not None and s != d for s, d in zip(sizes, x.shape)):
+        want = ", ".join("*" if s is None else str(s) for s in sizes)
+        raise ValueError(f"{name}: expected sizes ({want}), got ({', '.join(map(str, x.shape))}); this "
+                         "module was generated for those sizes (* is free): regenerate it from an example of the size you need")

@@ -331,9 +331,13 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 
 def _spec_of(value: Any) -> Any:
     """One input's spec: a dict input's shaped like it (export refuses None for a dict, and the
-    capture fell back to symbolic tracing), anything else but a tensor static."""
+    capture fell back to symbolic tracing), anything else but a tensor static. A floating input
+    of four or more dimensions (an image, a video) keeps every size but the batch: the model's
+    patch grid, position table and windows fix them, and symbolic image sizes cost export
+    minutes of symbolic algebra (Swin's padded windows: over 300 s against 16 s)."""
     if isinstance(value, torch.Tensor):
-        return {i: torch.export.Dim.AUTO for i in range(value.dim())}
+        dims = range(1 if value.is_floating_point() and value.dim() >= 4 else value.dim())
+        return {i: torch.export.Dim.AUTO for i in dims}
     if isinstance(value, dict):
         return {k: _spec_of(v) for k, v in value.items()}
     return None

@@ -181,3 +181,23 @@ class StraightThrough(nn.Module):
         h = self.lin(x)
         y = ConfiguredThrough.apply(h, {"scale": 4.0}) if self.configured else RoundThrough.apply(h, 4.0)
         return y.pow(2).mean()
+
+
+class Windowed(nn.Module):
+    """Swin's window attention in miniature: the image is padded to a multiple of the window and
+    cut into windows. With symbolic image sizes export spends minutes simplifying the padding's
+    floor divisions (Swin's null rewrite ran past the zoo's 300 s)."""
+
+    def __init__(self, window: int = 4) -> None:
+        super().__init__()
+        self.window = window
+        self.embed = nn.Conv2d(3, 8, 2, stride=2)
+        self.mix = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x).permute(0, 2, 3, 1)
+        b, hh, ww, c = h.shape
+        w = self.window
+        h = nn.functional.pad(h, (0, 0, 0, (w - ww % w) % w, 0, (w - hh % w) % w))
+        windows = h.reshape(b, h.shape[1] // w, w, h.shape[2] // w, w, c).transpose(2, 3).reshape(-1, w * w, c)
+        return self.mix(windows.softmax(-2)).mean((1, 2))

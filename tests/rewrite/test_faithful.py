@@ -28,6 +28,7 @@ from .faithful_models import (
     ReflectPReLU,
     Relative,
     StraightThrough,
+    Windowed,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -132,6 +133,18 @@ def test_batch_norm_statistics_in_training_mode() -> None:
     assert "_forward_train" in res.source
     assert same_computation(model, res.module, (x,), training=True)
     assert same_computation(model, res.module, (x,), training=False)
+
+
+def test_an_image_keeps_its_size_and_the_generated_module_says_so() -> None:
+    """Image sizes are fixed at the example's (the batch stays free): the generated module runs
+    at any batch and refuses another image size with a one-line error naming the input."""
+    torch.manual_seed(0)
+    model, x = Windowed(), torch.randn(2, 3, 12, 10)
+    res = rewrite(model, (x,), to="identity")
+    assert same_computation(model, res.module, (x,), training=False)
+    assert same_computation(model, res.module, (torch.randn(5, 3, 12, 10),), training=False)
+    with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, 3, 12, 10\), got \(2, 3, 16, 16\)"):
+        res.module(torch.randn(2, 3, 16, 16))
 
 
 @pytest.mark.parametrize("configured", [False, True])

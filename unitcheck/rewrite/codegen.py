@@ -30,7 +30,7 @@ from torch.utils import _pytree as pytree
 from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
-from ..runtime import copy_into, update_buffer
+from ..runtime import copy_into, expect_sizes, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
 from .patterns import set_attr
 from .variants import DTYPE_KEY, TRAIN_KEY, named_args
@@ -86,11 +86,19 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
     updates the capture returned as outputs are copied back into their buffers."""
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
+    fixed: list[tuple[fx.Node, tuple[int | None, ...]]] = []
     for node in traced.graph.nodes:
         leaf = traced.leaves.get(node.name)
         if node.op == "placeholder" and (leaf is None or leaf.kind == "input"):
             env[node] = graph.placeholder(node.name)
+            sizes = _fixed_sizes(node)
+            if sizes is not None:
+                fixed.append((env[node], sizes))
             continue
+        if fixed and node.op != "placeholder":  # the inputs' checks open the body
+            for ph, sizes in fixed:
+                graph.call_function(expect_sizes, (ph, sizes, ph.name))
+            fixed = []
         if node.op == "placeholder":
             assert leaf is not None
             value = leaf.value.detach().clone()
@@ -109,6 +117,16 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
         env[node] = copy = graph.node_copy(node, lambda n: env[n])
         copy.target = _EMIT_AS.get(copy.target, copy.target)  # type: ignore[call-overload]
     return graph
+
+
+def _fixed_sizes(node: fx.Node) -> tuple[int | None, ...] | None:
+    """An input's sizes where the capture fixed them (None where they stay symbolic), or None
+    when every size is free or the input is not a tensor."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return None
+    sizes = tuple(d if isinstance(d, int) else None for d in val.shape)
+    return sizes if any(d is not None for d in sizes) else None
 
 
 def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], traced: TracedGraph) -> None:
