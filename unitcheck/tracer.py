@@ -85,6 +85,27 @@ _KEEP_NAMES = (
     "smooth_l1_loss.default",
     "huber_loss.default",
     "binary_cross_entropy_with_logits.default",
+    # resampling: interpolation and adaptive pooling (LW-DETR's bicubic position-table resize)
+    "upsample_bicubic2d.vec",
+    "_upsample_bicubic2d_aa.vec",
+    "_upsample_bilinear2d_aa.vec",
+    "upsample_linear1d.default",
+    "upsample_linear1d.vec",
+    "upsample_trilinear3d.vec",
+    "upsample_nearest1d.default",
+    "upsample_nearest1d.vec",
+    "upsample_nearest2d.default",
+    "upsample_nearest3d.default",
+    "upsample_nearest3d.vec",
+    "_upsample_nearest_exact1d.default",
+    "_upsample_nearest_exact1d.vec",
+    "_upsample_nearest_exact2d.default",
+    "_upsample_nearest_exact2d.vec",
+    "_upsample_nearest_exact3d.default",
+    "_upsample_nearest_exact3d.vec",
+    "adaptive_avg_pool2d.default",
+    "im2col.default",
+    "col2im.default",
 )
 
 

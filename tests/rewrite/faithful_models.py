@@ -201,3 +201,22 @@ class Windowed(nn.Module):
         h = nn.functional.pad(h, (0, 0, 0, (w - ww % w) % w, 0, (w - hh % w) % w))
         windows = h.reshape(b, h.shape[1] // w, w, h.shape[2] // w, w, c).transpose(2, 3).reshape(-1, w * w, c)
         return self.mix(windows.softmax(-2)).mean((1, 2))
+
+
+class Resampling(nn.Module):
+    """LW-DETR's bicubic position-table resize and the other resampling kernels: decomposed by
+    a lowered capture, they round differently from the kernels the model calls (LW-DETR's null
+    rewrite differed in 552 outputs and gradients). The in-place add lowers the capture."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x)
+        h.add_(1.0)
+        up = F.interpolate(h, scale_factor=1.5, mode="bicubic", align_corners=False)
+        aa = F.interpolate(h, size=(5, 7), mode="bilinear", antialias=True)
+        near = F.interpolate(h, scale_factor=2, mode="nearest")
+        pooled = F.adaptive_avg_pool2d(up, (3, 3))
+        return up.square().mean() + aa.square().mean() + near.mean() + pooled.square().mean()

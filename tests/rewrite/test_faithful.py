@@ -27,6 +27,7 @@ from .faithful_models import (
     NoGradCycles,
     ReflectPReLU,
     Relative,
+    Resampling,
     StraightThrough,
     Windowed,
 )
@@ -70,7 +71,11 @@ def test_casts_and_limits_follow_the_models_dtype() -> None:
 
 @pytest.mark.parametrize(("model_cls", "op"), [(DetachedMemory, "detach"), (LogSumExpSink, "logsumexp"),
                                                (ReflectPReLU, "_prelu_kernel"), (ReflectPReLU, "reflection_pad2d"),
-                                               (ReflectPReLU, "replication_pad2d")])
+                                               (ReflectPReLU, "replication_pad2d"),
+                                               (Resampling, "upsample_bicubic2d"),
+                                               (Resampling, "_upsample_bilinear2d_aa"),
+                                               (Resampling, "upsample_nearest2d"),
+                                               (Resampling, "adaptive_avg_pool2d")])
 def test_lowered_captures_keep_what_autograd_sees(model_cls: type[nn.Module], op: str) -> None:
     """A lowered capture (an in-place op in forward) keeps the op the model called where its
     decomposition differs in eager autograd: ``detach`` (an attached memory would add its own
@@ -78,7 +83,7 @@ def test_lowered_captures_keep_what_autograd_sees(model_cls: type[nn.Module], op
     round differently: UVDoc's null rewrite differed in 320 gradients)."""
     torch.manual_seed(0)
     model = model_cls()
-    x = torch.randn(2, 3, 16, 16) if model_cls is ReflectPReLU else torch.randn(2, 5, 8) * 3
+    x = torch.randn(2, 3, 16, 16) if model_cls in (ReflectPReLU, Resampling) else torch.randn(2, 5, 8) * 3
     res = rewrite(model, (x,), to="identity")
     assert op in res.source
     for training in (False, True):
