@@ -220,3 +220,19 @@ class Resampling(nn.Module):
         near = F.interpolate(h, scale_factor=2, mode="nearest")
         pooled = F.adaptive_avg_pool2d(up, (3, 3))
         return up.square().mean() + aa.square().mean() + near.mean() + pooled.square().mean()
+
+
+class DropsLowered(nn.Module):
+    """Dropout in a lowered capture (the in-place add lowers it): decomposed, it became
+    ``native_dropout``, whose CPU kernel scales the mask before the product, while eager
+    ``dropout`` scales the product (CLAP's null rewrite differed in training mode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        h.add_(1.0)
+        return self.drop(h).square().mean()

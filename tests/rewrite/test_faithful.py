@@ -23,6 +23,7 @@ from .faithful_models import (
     ConvNorm,
     CustomOp,
     DetachedMemory,
+    DropsLowered,
     LogSumExpSink,
     NoGradCycles,
     ReflectPReLU,
@@ -75,7 +76,8 @@ def test_casts_and_limits_follow_the_models_dtype() -> None:
                                                (Resampling, "upsample_bicubic2d"),
                                                (Resampling, "_upsample_bilinear2d_aa"),
                                                (Resampling, "upsample_nearest2d"),
-                                               (Resampling, "adaptive_avg_pool2d")])
+                                               (Resampling, "adaptive_avg_pool2d"),
+                                               (DropsLowered, "aten.dropout")])
 def test_lowered_captures_keep_what_autograd_sees(model_cls: type[nn.Module], op: str) -> None:
     """A lowered capture (an in-place op in forward) keeps the op the model called where its
     decomposition differs in eager autograd: ``detach`` (an attached memory would add its own
@@ -84,6 +86,8 @@ def test_lowered_captures_keep_what_autograd_sees(model_cls: type[nn.Module], op
     torch.manual_seed(0)
     model = model_cls()
     x = torch.randn(2, 3, 16, 16) if model_cls in (ReflectPReLU, Resampling) else torch.randn(2, 5, 8) * 3
+    if model_cls is DropsLowered:
+        x = torch.randn(64, 8) * 3
     res = rewrite(model, (x,), to="identity")
     assert op in res.source
     for training in (False, True):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import operator
 import os
 import re
 import types
@@ -249,6 +250,26 @@ def _update_args(out: fx.Node, inside: set[fx.Node], inputs: list[fx.Node]) -> t
     return h, u, alpha, named_args(out).get("eps")
 
 
+def _eager_dropout(graph: fx.Graph) -> None:
+    """``dropout`` again where lowering left ``native_dropout`` (a CompositeImplicit op that
+    export decomposes whatever the table says): the model called ``dropout``, whose CPU kernel
+    scales the product, while ``native_dropout``'s scales the mask first (other bits). Same
+    draws: both take one Bernoulli mask of the input's shape."""
+    for node in list(graph.nodes):
+        if node.target is not aten.native_dropout.default or not all(
+                u.target is operator.getitem and u.args[1] == 0 for u in node.users):
+            continue
+        x, p, *rest = node.args
+        train = rest[0] if rest and rest[0] is not None else True
+        with graph.inserting_before(node):
+            again = graph.call_function(aten.dropout.default, (x, p, train))
+        again.meta = dict(next(iter(node.users)).meta) if node.users else dict(node.meta)  # the output's
+        for u in list(node.users):
+            u.replace_all_uses_with(again)
+            graph.erase_node(u)
+        graph.erase_node(node)
+
+
 def _detach_again(graph: fx.Graph) -> None:
     """An ``alias`` a lowered capture made of a ``detach`` detaches again: in eager autograd the
     two differ (the original's memory carries no gradient)."""
@@ -404,6 +425,7 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
     for name, traced in pairs:
         graph = _as_module_graph(traced, root)
         _library_calls(graph)
+        _eager_dropout(graph)
         _detach_again(graph)
         _follow_literals(graph, dtype, other, notes)
         _device_and_metadata(graph, drop_casts=other is None)
