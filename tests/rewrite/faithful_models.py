@@ -3,6 +3,8 @@ relative to the input's dtype, a mask at the dtype's limit, batch-norm statistic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -236,3 +238,49 @@ class DropsLowered(nn.Module):
         h = self.lin(x)
         h.add_(1.0)
         return self.drop(h).square().mean()
+
+
+class LoweredCall(nn.Module):
+    """One function of a linear layer's output in a lowered capture (the in-place add lowers
+    it): whether the generated code computes it with the model's kernel."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        h.add_(0.5)
+        return self.fn(h)
+
+
+# functions whose decompositions round differently from the model's kernels (a scan of ~70
+# functions through the null rewrite of a lowered capture found these)
+ROUNDING_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "glu": lambda h: F.glu(h, -1),
+    "log_sigmoid": F.logsigmoid,
+    "celu": F.celu,
+    "std": lambda h: h.std(-1, keepdim=True) * h,
+    "addcmul": lambda h: torch.addcmul(h, h, h, value=0.5),
+    "addcdiv": lambda h: torch.addcdiv(h, h, h.exp(), value=0.5),
+    "lerp": lambda h: torch.lerp(h, h.sin(), 0.3),
+    "kl_div": lambda h: F.kl_div(h.log_softmax(-1), h.sin().softmax(-1), reduction="batchmean"),
+    "binary_cross_entropy": lambda h: F.binary_cross_entropy(h.sigmoid(), h.cos().sigmoid()),
+    "logaddexp": lambda h: torch.logaddexp(h, h.cos()),
+    "xlogy": lambda h: torch.xlogy(h.abs(), h.abs() + 1),
+    "sinc": torch.sinc,
+}
+
+
+class Float32Only(nn.Module):
+    """Makes a float32 tensor of its own and multiplies by it: it cannot run in float64, so the
+    capture in another dtype that tells which literals follow the dtype fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x) + torch.finfo(x.dtype).eps  # a literal that follows the dtype
+        return F.bilinear(h, h, torch.ones(3, 8, 8)).square().mean()

@@ -19,12 +19,15 @@ from unitcheck.rewrite.equal import differences
 from unitcheck.testing import same_computation
 
 from .faithful_models import (
+    ROUNDING_KERNELS,
     ClampsItsWeight,
     ConvNorm,
     CustomOp,
     DetachedMemory,
     DropsLowered,
+    Float32Only,
     LogSumExpSink,
+    LoweredCall,
     NoGradCycles,
     ReflectPReLU,
     Relative,
@@ -90,6 +93,29 @@ def test_lowered_captures_keep_what_autograd_sees(model_cls: type[nn.Module], op
         x = torch.randn(64, 8) * 3
     res = rewrite(model, (x,), to="identity")
     assert op in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+
+
+@pytest.mark.parametrize("name", sorted(ROUNDING_KERNELS))
+def test_lowered_captures_call_the_kernels_that_round_otherwise(name: str) -> None:
+    """GLU (Granite Speech's conformer), log-sigmoid, std, lerp, losses: each kept whole in a
+    lowered capture, so the null rewrite computes the model's bits, eval and train."""
+    torch.manual_seed(0)
+    model, x = LoweredCall(ROUNDING_KERNELS[name]), torch.randn(4, 6, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert f"aten.{name}" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+
+
+def test_a_model_that_cannot_run_in_another_dtype_still_regenerates() -> None:
+    """The float64 capture is an inquiry, not a requirement: when the model fails in float64,
+    the casts stay as captured and the note says why."""
+    torch.manual_seed(0)
+    model, x = Float32Only(), torch.randn(4, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert any("does not run in torch.float64" in note for note in res.notes)
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == []
 

@@ -24,7 +24,7 @@ from torch.utils import _pytree as pytree
 
 from ..fxutil import base_name
 from ..infer import trace_for_inference
-from ..tracer import TracedGraph
+from ..tracer import TracedGraph, TraceError
 
 __all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
 
@@ -293,12 +293,15 @@ def _annotate(node: fx.Node, key: str, name: Any, value: Any) -> None:
 def _annotate_dtype(tg: TracedGraph, model: nn.Module, example_inputs: Any, training: bool,
                     here: torch.dtype, other: torch.dtype) -> str | None:
     """Record the literals that follow the float dtype; the reason when the captures differ."""
-    with _in_dtype(model, other):
-        there = trace_for_inference(model, _inputs_in(example_inputs, other), dynamic=True, training=training)
+    try:
+        with _in_dtype(model, other):
+            there = trace_for_inference(model, _inputs_in(example_inputs, other), dynamic=True, training=training)
+    except TraceError as err:  # an inquiry: a model that runs in one dtype only still regenerates
+        return f"the model does not run in {other}: {err}"
     try:
         diffs = align(tg.graph, there.graph)
     except Unaligned as err:
-        return str(err)
+        return f"the {other} capture differs in structure: {err}"
     for node, name, _, value in diffs:
         _annotate(node, DTYPE_KEY, name, (other, value))
     return None
@@ -344,6 +347,6 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
     if why is None:
         res.other = other
     else:
-        res.notes.append(f"the {other} capture differs in structure ({why.splitlines()[0][:160]}): "
+        res.notes.append(f"no literal follows the dtype ({why.splitlines()[0][:200]}): "
                          "float casts are dropped so the model runs in its parameters' dtype")
     return res
