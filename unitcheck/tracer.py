@@ -106,6 +106,13 @@ _KEEP_NAMES = (
     "xlogy.Scalar_Self",
     "xlogy.Scalar_Other",
     "sinc.default",
+    "logit.default",
+    "special_entr.default",
+    "renorm.default",
+    "mv.default",
+    "dot.default",
+    "vdot.default",
+    "trace.default",
     # resampling: interpolation and adaptive pooling (LW-DETR's bicubic position-table resize)
     "upsample_bicubic2d.vec",
     "_upsample_bicubic2d_aa.vec",

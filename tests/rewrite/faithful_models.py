@@ -270,6 +270,12 @@ ROUNDING_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "logaddexp": lambda h: torch.logaddexp(h, h.cos()),
     "xlogy": lambda h: torch.xlogy(h.abs(), h.abs() + 1),
     "sinc": torch.sinc,
+    "logit": lambda h: torch.logit(h.sigmoid()),
+    "special_entr": lambda h: torch.special.entr(h.abs()),
+    "renorm": lambda h: torch.renorm(h, 2, 0, 1.0),
+    "mv": lambda h: torch.mv(h[0], h[1, 0]),
+    "dot": lambda h: torch.dot(h[0, 0], h[1, 0]),
+    "trace": lambda h: torch.trace(h[0, :, :6]),
 }
 
 
