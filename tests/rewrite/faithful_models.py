@@ -277,16 +277,3 @@ ROUNDING_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "dot": lambda h: torch.dot(h[0, 0], h[1, 0]),
     "trace": lambda h: torch.trace(h[0, :, :6]),
 }
-
-
-class Float32Only(nn.Module):
-    """Makes a float32 tensor of its own and multiplies by it: it cannot run in float64, so the
-    capture in another dtype that tells which literals follow the dtype fails."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.lin(x) + torch.finfo(x.dtype).eps  # a literal that follows the dtype
-        return F.bilinear(h, h, torch.ones(3, 8, 8)).square().mean()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from unitcheck.models import build
 
@@ -25,7 +26,6 @@ from .faithful_models import (
     CustomOp,
     DetachedMemory,
     DropsLowered,
-    Float32Only,
     LogSumExpSink,
     LoweredCall,
     NoGradCycles,
@@ -113,7 +113,9 @@ def test_a_model_that_cannot_run_in_another_dtype_still_regenerates() -> None:
     """The float64 capture is an inquiry, not a requirement: when the model fails in float64,
     the casts stay as captured and the note says why."""
     torch.manual_seed(0)
-    model, x = Float32Only(), torch.randn(4, 8)
+    # a literal that follows the dtype, and a float32 weight of its own that float64 rejects
+    model = LoweredCall(lambda h: F.bilinear(h + torch.finfo(h.dtype).eps, h, torch.ones(3, 8, 8)).square().mean())
+    x = torch.randn(4, 8)
     res = rewrite(model, (x,), to="identity")
     assert any("does not run in torch.float64" in note for note in res.notes)
     for training in (False, True):
