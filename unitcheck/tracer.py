@@ -441,6 +441,31 @@ class _Specialisation:
                     self.drawn.add(sym)
 
 
+def _random_ops() -> set[Any]:
+    ops: set[Any] = set()
+    for name in (*_RANDOM, "bernoulli_", "uniform_", "normal_", "exponential_", "dropout", "native_dropout",
+                 "feature_dropout", "alpha_dropout", "feature_alpha_dropout"):
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            ops.update(getattr(packet, o) for o in packet.overloads())
+    return ops
+
+
+@contextlib.contextmanager
+def _draws_kept() -> Iterator[None]:
+    """Lowering re-traces the graph and drops dead code; a random op whose result is unused
+    (LiLT's last layout dropout) still draws in eager, so dropping it moves every later draw.
+    Marked side-effectful while lowering, it stays."""
+    import torch.fx.node as fx_node
+
+    added = _random_ops() - fx_node._side_effectful_functions
+    fx_node._side_effectful_functions.update(added)
+    try:
+        yield
+    finally:
+        fx_node._side_effectful_functions.difference_update(added)
+
+
 @contextlib.contextmanager
 def _real_values() -> Iterator[_Specialisation]:
     """Export with real-tensor propagation: a guard on a value export cannot know (a grid size read
@@ -505,7 +530,8 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
         if _needs_lowering(ep.graph_module.graph, lower_op):
             _mark_detaches(ep.graph_module.graph)
             _mark_no_grad_regions(ep.graph_module.graph)
-            ep = ep.run_decompositions(_decomposition_table())
+            with _draws_kept():
+                ep = ep.run_decompositions(_decomposition_table())
             _cut_no_grad_regions(ep.graph_module.graph)
     gm = ep.graph_module
     names = _canonical_names(model)

@@ -23,6 +23,7 @@ from .faithful_models import (
     ROUNDING_KERNELS,
     ClampsItsWeight,
     ConvNorm,
+    DeadDropout,
     CustomOp,
     DetachedMemory,
     DropsLowered,
@@ -120,6 +121,16 @@ def test_a_model_that_cannot_run_in_another_dtype_still_regenerates() -> None:
     assert any("does not run in torch.float64" in note for note in res.notes)
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == []
+
+
+def test_a_dead_dropout_still_draws() -> None:
+    """Random ops whose results are unused survive lowering, so the generated code takes the
+    same draws in the same order as the model."""
+    torch.manual_seed(0)
+    model, x = DeadDropout(), torch.randn(64, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert res.source.count("aten.dropout") == 2
+    assert differences(model, res.module, (x,), True) == []
 
 
 def test_a_no_grad_region_keeps_its_gradient_cut() -> None:
