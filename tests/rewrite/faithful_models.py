@@ -279,15 +279,10 @@ ROUNDING_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-class DeadDropout(nn.Module):
+class DeadDropout(DropsLowered):
     """A dropout whose result is never used (LiLT's last layout stream) still draws its mask in
     eager training; lowering dropped it as dead code, so every later mask came from another point
     of the random stream (LiLT's null rewrite differed by 0.08 in training mode)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-        self.drop = nn.Dropout(0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.lin(x)
