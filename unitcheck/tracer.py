@@ -15,6 +15,7 @@ names the construct and the user's source line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import re
@@ -441,14 +442,16 @@ class _Specialisation:
                     self.drawn.add(sym)
 
 
-def _random_ops() -> set[Any]:
+@functools.cache
+def _random_ops() -> frozenset[Any]:
+    """Every overload of the ops that draw random numbers (looked up once)."""
     ops: set[Any] = set()
     for name in (*_RANDOM, "bernoulli_", "uniform_", "normal_", "exponential_", "dropout", "native_dropout",
                  "feature_dropout", "alpha_dropout", "feature_alpha_dropout"):
         packet = getattr(aten, name, None)
         if packet is not None:
             ops.update(getattr(packet, o) for o in packet.overloads())
-    return ops
+    return frozenset(ops)
 
 
 @contextlib.contextmanager
