@@ -9,6 +9,7 @@ import torch
 
 from unitcheck.quant.nvfp4 import (
     E2M1_GRID,
+    _rht_cols,
     dequantize,
     fake_quantize,
     fake_quantize_fast,
@@ -234,3 +235,22 @@ def test_compiled_path_takes_the_fixed_bound() -> None:
                            fake_quantize(x, per_tensor=False, amax=amax))
         assert torch.equal(fake_quantize_fast(x, per_tensor=False, amax=amax, axis=0),
                            fake_quantize(x.t().contiguous(), per_tensor=False, amax=amax).t())
+
+
+def test_compiled_token_axis_hadamard_matches_the_matrix() -> None:
+    """wgrad's transform down 16-token blocks (butterflies in the compiled path) is H^T on every
+    block, to float32 rounding, and the quantised result is the reference's wherever the two
+    transforms round alike."""
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(64, 48, generator=g, dtype=torch.float64) * torch.logspace(-2, 2, 48, dtype=torch.float64)
+    h = hadamard_matrix(dtype=torch.float64)
+    exact = torch.einsum("ji,bjc->bic", h, x.reshape(4, 16, 48)).reshape(64, 48)
+    got = _rht_cols(x.float().reshape(4, 16, 48)).reshape(64, 48).double()
+    assert torch.allclose(got, exact, rtol=0, atol=1e-6 * float(x.abs().max()))
+    assert not torch.allclose(got, x.float().double(), atol=1e-3)  # it really transforms
+    fast = fake_quantize_fast(x.float(), axis=0, hadamard_transform=True)
+    ref = dequantize(quantize(x.float().t().contiguous(), hadamard_transform=True), undo_hadamard=False).t()
+    # an ulp in the per-tensor amax moves every decoded value by an ulp; beyond that they agree
+    assert ((fast - ref).abs() <= 1e-5 * ref.abs()).float().mean() > 0.99
+    # and where not, the two inputs straddled a rounding boundary: one grid step apart at most
+    assert torch.allclose(fast, ref, rtol=0.5, atol=1e-6)

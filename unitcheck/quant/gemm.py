@@ -97,9 +97,8 @@ def _nvfp4_linear_op(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r
     x2 = x.reshape(-1, shape[-1])
     per_tensor, amax = r.scaling(x_amax)
     xq = _q(x2, per_tensor=per_tensor, amax=amax)
-    y = xq @ _weight(w, r, w_amax).t()
-    if b is not None:
-        y = y + b
+    wq = _weight(w, r, w_amax).t()
+    y = xq @ wq if b is None else torch.addmm(b, xq, wq)  # the bias in the GEMM, as F.linear does
     return y.reshape(*shape[:-1], w.shape[0])
 
 
