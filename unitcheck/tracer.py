@@ -172,6 +172,10 @@ class TracedGraph:
     # other outputs are the user's
     mutations: dict[int, str] = field(default_factory=dict)
     out_spec: Any = None  # the pytree structure of the user's outputs (export only)
+    # Python attributes the model set on itself while captured ("rwkv.layers_are_rescaled: False
+    # -> True"), since put back: the graph holds the path of that one call
+    state_changes: list[str] = field(default_factory=list)
+    state_after: dict[tuple[str, str], Any] = field(default_factory=dict)  # (module, attribute): value set
 
     def __post_init__(self) -> None:
         for n in self.gm.graph.nodes:  # graph walks tell parameters from data (graphs.stream_source)
@@ -251,6 +255,47 @@ def _mode(model: nn.Module, training: bool) -> Iterator[None]:
     finally:
         for m, t in flags.items():
             m.training = t
+
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _scalar_state(modules: dict[str, nn.Module]) -> dict[tuple[str, str], Any]:
+    return {(name, k): v for name, m in modules.items() for k, v in vars(m).items()
+            if k != "training" and isinstance(v, _SCALARS)}
+
+
+@contextlib.contextmanager
+def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[str, str], Any]) -> Iterator[None]:
+    """List in ``changes`` the plain Python attributes (flags, counters, cached lengths) that the
+    model's forward sets on its modules, as they stand when a captured forward returns, and put
+    back any a capture left changed. RWKV's first eval call rescales its weights in place and sets
+    ``layers_are_rescaled``: the graph holds the rescaling, which the model itself does once."""
+    modules = dict(model.named_modules(remove_duplicate=False))
+    before = _scalar_state(modules)
+
+    def diff() -> list[tuple[tuple[str, str], Any]]:
+        after = _scalar_state(modules)
+        return [(key, v) for key, v in after.items() if key not in before or before[key] != v]
+
+    def record(*_: Any) -> None:
+        for (name, k), v in diff():
+            after[(name, k)] = v
+            was = f"{before[(name, k)]!r} -> " if (name, k) in before else "set to "
+            line = f"{name + '.' if name else ''}{k}: {was}{v!r}"
+            if line not in changes:
+                changes.append(line)
+
+    handle = model.register_forward_hook(record)
+    try:
+        yield
+    finally:
+        handle.remove()
+        for (name, k), _ in diff():  # a capture that did not put the model back
+            if (name, k) in before:
+                setattr(modules[name], k, before[(name, k)])
+            else:
+                delattr(modules[name], k)
 
 
 def _canonical_names(model: nn.Module) -> dict[int, str]:
@@ -520,10 +565,26 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> str:
     return first
 
 
+def _rebuilt_spec(spec: Any) -> Any:
+    """The output structure of a lowered graph. Lowering re-traces the program, which rebuilds
+    the outputs from the spec: a container that orders its fields itself (transformers'
+    ModelOutput puts them in declaration order, whatever order the model set them in) comes back
+    reordered, and the graph returns its leaves in the new order while export's spec keeps the
+    old one. Rebuilding the spec once with placeholder leaves gives the order the graph has."""
+    if spec is None:
+        return None
+    try:
+        rebuilt = pytree.tree_structure(pytree.tree_unflatten(list(range(spec.num_leaves)), spec))
+    except Exception:  # a container that insists on tensors: nothing to reorder
+        return spec
+    return rebuilt if rebuilt.num_leaves == spec.num_leaves else spec
+
+
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
             lower_op: Callable[[Any], bool] | None, real: bool = False) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
     where = ""
+    lowered = False
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values() if real else contextlib.nullcontext() as spec:
@@ -535,6 +596,7 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             _mark_no_grad_regions(ep.graph_module.graph)
             with _draws_kept():
                 ep = ep.run_decompositions(_decomposition_table())
+            lowered = True
             _cut_no_grad_regions(ep.graph_module.graph)
     gm = ep.graph_module
     names = _canonical_names(model)
@@ -572,7 +634,7 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             b = buffers.get(str(out.target), params.get(str(out.target)))
             mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
     g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
-                    out_spec=ep.call_spec.out_spec)
+                    out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec)
     if real:
         g.notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
                        f"an integer input or buffer){where}; the example's values decided it, so the graph holds "
@@ -893,11 +955,26 @@ def trace(
 
     ``dynamic=True`` keeps batch and sequence sizes symbolic (export only), as code generation
     needs. ``lower_op(target)`` says whether an op should be decomposed (unit inference passes
-    "has no unit rule"); mutating ops always are."""
-    import time
-
+    "has no unit rule"); mutating ops always are. The model comes back as it was: its mode and
+    the Python attributes its forward set (listed in ``state_changes``)."""
     if not isinstance(model, nn.Module):
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
+    changes: list[str] = []
+    after: dict[tuple[str, str], Any] = {}
+    with _python_state_kept(model, changes, after):
+        g = _trace(model, example_inputs, method, dynamic, lower_op, training)
+    if changes:
+        g.state_changes, g.state_after = changes, after
+        shown = "; ".join(changes[:3]) + (f"; {len(changes) - 3} more" if len(changes) > 3 else "")
+        g.notes.append(f"the model set its own state while captured ({shown}); the graph holds the path "
+                       "of that call, and the attributes were put back")
+    return g
+
+
+def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "export", "fx"], dynamic: bool,
+           lower_op: Callable[[Any], bool] | None, training: bool) -> TracedGraph:
+    import time
+
     args, kwargs = _unaliased(*normalise_inputs(example_inputs))
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []

@@ -289,3 +289,77 @@ class DeadDropout(DropsLowered):
         h.add_(1.0)
         self.drop(h)  # dead, but it draws
         return self.drop(h * 2).square().mean()
+
+
+def _late_field_outputs() -> tuple[type, type]:
+    """transformers' ModelOutput classes, built on demand (transformers is a test extra)."""
+    from dataclasses import dataclass
+
+    from transformers.utils import ModelOutput
+
+    @dataclass
+    class Pooled(ModelOutput):
+        last: torch.Tensor | None = None
+        pooled: torch.Tensor | None = None
+        states: tuple[torch.Tensor, ...] | None = None
+
+    @dataclass
+    class Result(ModelOutput):
+        logits: torch.Tensor | None = None
+        encoder: Pooled | None = None
+
+    return Pooled, Result
+
+
+class LateField(nn.Module):
+    """A nested ModelOutput whose pooled field is set after construction, as QianfanOCR's vision
+    tower does (insertion order last, states, pooled), in a graph that lowering re-traces (an
+    in-place op): the re-trace rebuilds the output, so the graph returns its fields in
+    declaration order (last, pooled, states) while export's output spec still lists insertion
+    order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.head = nn.Linear(8, 8), nn.Linear(8, 3)
+        self.pooled_cls, self.result_cls = _late_field_outputs()
+
+    def forward(self, x: torch.Tensor) -> object:
+        h = self.lin(x).mul_(2)
+        enc = self.pooled_cls(last=h, states=(h * 2,))
+        enc.pooled = h.mean(1, keepdim=True)
+        return self.result_cls(logits=self.head(h), encoder=enc)
+
+
+class RescalesOnce(nn.Module):
+    """RWKV's inference rescaling: the first eval call divides a weight in place and records it in
+    a flag; later eval calls leave the weight alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.rescaled = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training == self.rescaled:
+            with torch.no_grad():
+                if self.training:
+                    self.lin.weight.mul_(2)
+                else:
+                    self.lin.weight.div_(2)
+            self.rescaled = not self.training
+        return self.lin(x)
+
+
+class ShiftFromSize(nn.Module):
+    """Swin's window attention: a stage whose window covers the whole input sets its shift to 0
+    on every call, from the input's size alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.shift = 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] <= 4:
+            self.shift = 0
+        return torch.roll(self.lin(x), self.shift, dims=1)

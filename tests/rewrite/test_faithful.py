@@ -27,12 +27,15 @@ from .faithful_models import (
     DeadDropout,
     DetachedMemory,
     DropsLowered,
+    LateField,
     LogSumExpSink,
     LoweredCall,
     NoGradCycles,
     ReflectPReLU,
     Relative,
     Resampling,
+    RescalesOnce,
+    ShiftFromSize,
     StraightThrough,
     Windowed,
 )
@@ -228,3 +231,46 @@ def test_a_model_that_fails_on_its_own_inputs_is_a_user_error() -> None:
     res = rewrite(model, (x,), to="identity")
     with pytest.raises(UsageError, match="fails on its own example inputs in eval mode: ValueError: Audio"):
         differences(model, res.module, (x,), False)
+
+
+def test_model_outputs_compare_and_return_in_declaration_order() -> None:
+    """QianfanOCR's nested output held its fields in another order under export than eagerly,
+    and the null rewrite was reported as differing (a (2, 17, 64) output against a (2, 4, 64)
+    one): both sides now flatten every ModelOutput in declaration order."""
+    torch.manual_seed(0)
+    model, x = LateField(), torch.randn(2, 5, 8)
+    assert list(model(x).encoder.keys()) == ["last", "states", "pooled"]
+    res = rewrite(model, (x,), to="identity")
+    shapes = [tuple(t.shape) for t in res.module(x)]
+    assert shapes == [(2, 5, 3), (2, 5, 8), (2, 1, 8), (2, 5, 8)]  # logits, last, pooled, states
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+
+
+def test_a_model_whose_state_decides_its_next_call_is_not_regenerated() -> None:
+    """RWKV's first eval call rescales its weights in place and sets ``layers_are_rescaled``;
+    later calls skip the rescaling. The generated module held the first call's graph and
+    rescaled on every call (and cut the weights' gradients). The capture lists the state the
+    forward set and leaves the model as it was; code generation captures again from that state,
+    finds another graph, and refuses."""
+    from unitcheck.tracer import TraceError, trace
+
+    torch.manual_seed(0)
+    model, x = RescalesOnce(), torch.randn(4, 8)
+    expected = copy.deepcopy(model).eval()(x)
+    g = trace(model, (x,))
+    assert g.state_changes == ["rescaled: False -> True"]
+    assert model.rescaled is False
+    assert torch.equal(model.eval()(x), expected)  # the model still rescales on its first call
+    with pytest.raises(TraceError, match=r"sets its own state \(rescaled: False -> True\), and the next call"):
+        rewrite(RescalesOnce(), (x,), to="identity")
+
+
+def test_state_set_from_the_input_alone_still_regenerates() -> None:
+    """Swin sets a stage's shift to 0 whenever the window covers the input: the next call computes
+    the same graph, so the model regenerates, equal to the original."""
+    torch.manual_seed(0)
+    model, x = ShiftFromSize(), torch.randn(2, 3, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert model.shift == 1
+    assert differences(model, res.module, (x,), False) == []

@@ -33,6 +33,7 @@ from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..runtime import copy_into, expect_sizes, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
+from .outputs import declared_order
 from .patterns import set_attr
 from .variants import DTYPE_KEY, TRAIN_KEY, named_args
 
@@ -133,7 +134,8 @@ def _fixed_sizes(node: fx.Node) -> tuple[int | None, ...] | None:
 def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], traced: TracedGraph) -> None:
     """``update_buffer(buffer, new value)`` for each functionalised in-place update, then the
     user's outputs in the structure the model returns them (a tensor, a tuple, a list, a dict;
-    other containers, such as transformers' ModelOutput, as the flat tuple of their fields)."""
+    other containers, such as transformers' ModelOutput, as the flat tuple of their fields in
+    declaration order)."""
     flat = output.args[0]
     if not isinstance(flat, (tuple, list)):
         env[output] = graph.node_copy(output, lambda n: env[n])
@@ -147,6 +149,8 @@ def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], trace
     spec = traced.out_spec
     if spec is not None and _plain(spec) and spec.num_leaves == len(user):
         graph.output(pytree.tree_unflatten(user, spec))
+    elif spec is not None and spec.num_leaves == len(user):
+        graph.output(tuple(user[i] for i in declared_order(spec)))
     else:
         graph.output(tuple(user))
 

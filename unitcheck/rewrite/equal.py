@@ -13,6 +13,7 @@ from torch.utils import _pytree as pytree
 from ..errors import UsageError
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
+from .outputs import declared
 
 __all__ = ["differences", "MODES"]
 
@@ -20,9 +21,7 @@ MODES = ("eval", "train")
 
 
 def _flat(out: Any) -> list[torch.Tensor]:
-    if hasattr(out, "to_tuple"):  # transformers' ModelOutput: the fields that are set, in order
-        out = out.to_tuple()
-    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    return [t for t in pytree.tree_leaves(declared(out)) if isinstance(t, torch.Tensor)]
 
 
 def _step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], training: bool,

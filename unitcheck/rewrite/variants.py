@@ -319,6 +319,36 @@ def _dtype_literals(graph: fx.Graph, here: torch.dtype) -> bool:
     return False
 
 
+def _refuse_state_dependence(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool) -> None:
+    """A forward that sets attributes on its modules may decide later calls by them: RWKV's first
+    eval call rescales its weights in place and records that it did, so later calls skip it, and
+    generated code holding the first call's graph would rescale on every call. Captured again
+    with the attributes as the call left them, such a model computes another graph; one that
+    sets them from its input alone (Swin's shift size from the image size) computes the same."""
+    if not tg.state_after:
+        return
+    modules = dict(model.named_modules(remove_duplicate=False))
+    missing = object()
+    saved = {key: getattr(modules[key[0]], key[1], missing) for key in tg.state_after}
+    for (name, attr), value in tg.state_after.items():
+        setattr(modules[name], attr, value)
+    try:
+        again = trace_for_inference(model, example_inputs, dynamic=True, training=training)
+    finally:
+        for (name, attr), value in saved.items():
+            if value is missing:
+                delattr(modules[name], attr)
+            else:
+                setattr(modules[name], attr, value)
+    try:
+        align(tg.graph, again.graph)
+    except Unaligned as err:
+        shown = "; ".join(tg.state_changes)
+        raise TraceError(f"cannot regenerate {type(model).__name__}: its forward sets its own state ({shown[:300]}), "
+                         "and the next call computes another graph; generated code would repeat the first call's "
+                         f"({str(err).splitlines()[0][:160]})") from err
+
+
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
     """Capture in eval mode (dynamic sizes), and again in training mode and in another float
     dtype to learn which literals follow them."""
@@ -329,6 +359,8 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
         res.notes.append("symbolic trace: training mode and dtype are those of the capture")
         return res
     train = trace_for_inference(model, example_inputs, dynamic=True, training=True)
+    _refuse_state_dependence(model, example_inputs, tg, False)
+    _refuse_state_dependence(model, example_inputs, train, True)
     try:
         for node, name, _, value in align(tg.graph, train.graph):
             _annotate(node, TRAIN_KEY, name, value)
