@@ -176,6 +176,8 @@ class TracedGraph:
     # -> True"), since put back: the graph holds the path of that one call
     state_changes: list[str] = field(default_factory=list)
     state_after: dict[tuple[str, str], Any] = field(default_factory=dict)  # (module, attribute): value set
+    # host random generators the forward drew from ("numpy", "random"): the graph holds one draw
+    host_draws: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for n in self.gm.graph.nodes:  # graph walks tell parameters from data (graphs.stream_source)
@@ -296,6 +298,22 @@ def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[s
                 setattr(modules[name], k, before[(name, k)])
             else:
                 delattr(modules[name], k)
+
+
+def _host_rng_states() -> dict[str, Any]:
+    """Python's and (where installed) numpy's global generators, to tell whether a forward drew
+    from them: such a draw (wav2vec2's SpecAugment masks come from ``np.random``) reaches the
+    graph as a constant."""
+    import random
+
+    states: dict[str, Any] = {"random": random.getstate()}
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with torch's usual installs
+        return states
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    states["numpy"] = (name, keys.tobytes(), pos, has_gauss, gauss)
+    return states
 
 
 def _canonical_names(model: nn.Module) -> dict[int, str]:
@@ -961,8 +979,13 @@ def trace(
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
     changes: list[str] = []
     after: dict[tuple[str, str], Any] = {}
+    rng = _host_rng_states()
     with _python_state_kept(model, changes, after):
         g = _trace(model, example_inputs, method, dynamic, lower_op, training)
+    g.host_draws = [name for name, state in _host_rng_states().items() if state != rng[name]]
+    if g.host_draws:
+        g.notes.append(f"the model drew from {' and '.join(g.host_draws)}'s random generator while captured; "
+                       "the graph holds that draw as a constant")
     if changes:
         g.state_changes, g.state_after = changes, after
         shown = "; ".join(changes[:3]) + (f"; {len(changes) - 3} more" if len(changes) > 3 else "")

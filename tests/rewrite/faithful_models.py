@@ -363,3 +363,22 @@ class ShiftFromSize(nn.Module):
         if x.shape[1] <= 4:
             self.shift = 0
         return torch.roll(self.lin(x), self.shift, dims=1)
+
+
+class NumpyMask(nn.Module):
+    """wav2vec2's SpecAugment: in training, a time mask drawn with numpy replaces masked frames by
+    a learned vector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.fill = nn.Parameter(torch.zeros(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import numpy as np
+
+        h = self.lin(x)
+        if self.training:
+            mask = torch.tensor(np.random.rand(h.shape[0], h.shape[1]) < 0.5)
+            h = torch.where(mask[..., None], self.fill, h)
+        return h

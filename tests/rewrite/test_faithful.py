@@ -31,6 +31,7 @@ from .faithful_models import (
     LogSumExpSink,
     LoweredCall,
     NoGradCycles,
+    NumpyMask,
     ReflectPReLU,
     Relative,
     Resampling,
@@ -274,3 +275,16 @@ def test_state_set_from_the_input_alone_still_regenerates() -> None:
     res = rewrite(model, (x,), to="identity")
     assert model.shift == 1
     assert differences(model, res.module, (x,), False) == []
+
+
+def test_a_draw_from_numpy_is_not_baked_into_generated_code() -> None:
+    """SpecAugment masks come from ``np.random``: a capture in training mode held one mask as a
+    constant, and the generated module applied it at every step. The capture sees the draw, and
+    code generation refuses; linting (eval mode) is unaffected."""
+    from unitcheck.tracer import TraceError, trace
+
+    model, x = NumpyMask(), torch.randn(2, 6, 8)
+    assert trace(model, (x,)).host_draws == []
+    assert trace(model, (x,), training=True).host_draws == ["numpy"]
+    with pytest.raises(TraceError, match="draws from numpy's random generator"):
+        rewrite(model, (x,), to="identity")

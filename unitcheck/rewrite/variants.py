@@ -319,6 +319,16 @@ def _dtype_literals(graph: fx.Graph, here: torch.dtype) -> bool:
     return False
 
 
+def _refuse_host_draws(model: nn.Module, *captures: TracedGraph) -> None:
+    """A draw from numpy's or Python's generator is a constant in the graph (wav2vec2's SpecAugment
+    masks): generated code would apply the same mask at every step."""
+    drawn = sorted({d for g in captures for d in g.host_draws})
+    if drawn:
+        raise TraceError(f"cannot regenerate {type(model).__name__}: its forward draws from {' and '.join(drawn)}'s "
+                         "random generator, which a graph holds as one constant draw (generated code would repeat "
+                         "it at every call); draws from torch's generator are kept")
+
+
 def _refuse_state_dependence(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool) -> None:
     """A forward that sets attributes on its modules may decide later calls by them: RWKV's first
     eval call rescales its weights in place and records that it did, so later calls skip it, and
@@ -359,6 +369,7 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
         res.notes.append("symbolic trace: training mode and dtype are those of the capture")
         return res
     train = trace_for_inference(model, example_inputs, dynamic=True, training=True)
+    _refuse_host_draws(model, tg, train)
     _refuse_state_dependence(model, example_inputs, tg, False)
     _refuse_state_dependence(model, example_inputs, train, True)
     try:
