@@ -18,6 +18,7 @@ import contextlib
 import functools
 import io
 import logging
+import pickle
 import re
 import traceback
 import warnings
@@ -311,8 +312,7 @@ def _host_rng_states() -> dict[str, Any]:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy comes with torch's usual installs
         return states
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
-    states["numpy"] = (name, keys.tobytes(), pos, has_gauss, gauss)
+    states["numpy"] = pickle.dumps(np.random.get_state())  # holds an array: compare the bytes
     return states
 
 
