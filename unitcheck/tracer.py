@@ -382,11 +382,29 @@ NO_GRAD_KEY = "unitcheck_no_grad"  # node.meta["custom"]: computed inside a ``to
 
 def _mark_no_grad_regions(graph: fx.Graph) -> None:
     """Export wraps a ``torch.no_grad()`` region in a higher-order op, and lowering inlines it:
-    the op is marked first (the nodes it inlines to inherit the mark), so
-    :func:`_cut_no_grad_regions` can detach what leaves the region (HRM's early cycles)."""
+    every node of the region is marked first, so :func:`_cut_no_grad_regions` can detach what
+    leaves the region (HRM's early cycles). The region's graph is run node by node when lowering
+    inlines it, so each inlined op keeps its own node's metadata (its module path, HRM's blocks
+    inside the region) instead of inheriting the region's (the model that opened it)."""
+    owner = graph.owning_module
     for n in graph.nodes:
-        if n.target is torch.ops.higher_order.wrap_with_set_grad_enabled and n.args[0] is False:
-            n.meta.setdefault("custom", {})[NO_GRAD_KEY] = True  # inlined nodes inherit it
+        if n.target is not torch.ops.higher_order.wrap_with_set_grad_enabled or n.args[0] is not False:
+            continue
+        n.meta.setdefault("custom", {})[NO_GRAD_KEY] = True
+        body = getattr(owner, str(n.args[1].target), None) if isinstance(n.args[1], fx.Node) else None
+        if not isinstance(body, fx.GraphModule):
+            continue
+        for inner in body.graph.nodes:
+            if inner.op == "call_function":
+                inner.meta["custom"] = {**(inner.meta.get("custom") or {}), NO_GRAD_KEY: True}
+        _mark_no_grad_regions(body.graph)
+        body.forward = functools.partial(_run_keeping_meta, body)  # type: ignore[method-assign]
+
+
+def _run_keeping_meta(gm: fx.GraphModule, *args: Any) -> Any:
+    """``gm(*args)`` through an interpreter: under ``preserve_node_meta`` each op traced from it
+    takes its node's metadata."""
+    return fx.Interpreter(gm).run(*args)
 
 
 def _cut_no_grad_regions(graph: fx.Graph) -> None:

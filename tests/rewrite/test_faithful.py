@@ -288,3 +288,18 @@ def test_a_draw_from_numpy_is_not_baked_into_generated_code() -> None:
     assert trace(model, (x,), training=True).host_draws == ["numpy"]
     with pytest.raises(TraceError, match="draws from numpy's random generator"):
         rewrite(model, (x,), to="identity")
+
+
+def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:
+    """Lowering inlined a ``torch.no_grad()`` region with the region's metadata on every op, so
+    HRM's blocks inside its early cycles were attributed to the model that opened the region:
+    their residual adds were not seen as residual, and 15 of hrm_text's 39 were left raw by the
+    GCT rewrite (6 UC101 after it)."""
+    from unitcheck.fxutil import module_path
+    from unitcheck.tracer import trace
+
+    model, x = NoGradCycles(), torch.randn(2, 5, 8)
+    g = trace(model, (x,), dynamic=True)
+    lin = [n for n in g.graph.nodes if n.op == "call_function" and "linear" in str(n.target)]
+    assert len(lin) == 3  # two cycles inside the region, one outside
+    assert [module_path(n) for n in lin] == ["lin"] * 3
