@@ -301,6 +301,9 @@ def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[s
                 delattr(modules[name], k)
 
 
+HOST_GENERATORS = {"numpy": "numpy's", "random": "Python's"}  # host_draws entries, as messages name them
+
+
 def _host_rng_states() -> dict[str, Any]:
     """Python's and (where installed) numpy's global generators, to tell whether a forward drew
     from them: such a draw (wav2vec2's SpecAugment masks come from ``np.random``) reaches the
@@ -1002,8 +1005,9 @@ def trace(
         g = _trace(model, example_inputs, method, dynamic, lower_op, training)
     g.host_draws = [name for name, state in _host_rng_states().items() if state != rng[name]]
     if g.host_draws:
-        g.notes.append(f"the model drew from {' and '.join(g.host_draws)}'s random generator while captured; "
-                       "the graph holds that draw as a constant")
+        owners = " and ".join(HOST_GENERATORS[d] for d in g.host_draws)
+        g.notes.append(f"the model drew from {owners} random generator while captured; where the draw reaches "
+                       "the graph, the graph holds it as a constant")
     if changes:
         g.state_changes, g.state_after = changes, after
         shown = "; ".join(changes[:3]) + (f"; {len(changes) - 3} more" if len(changes) > 3 else "")

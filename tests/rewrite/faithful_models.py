@@ -382,3 +382,20 @@ class NumpyMask(nn.Module):
             mask = torch.tensor(np.random.rand(h.shape[0], h.shape[1]) < 0.5)
             h = torch.where(mask[..., None], self.fill, h)
         return h
+
+
+class UnusedHostDraw(nn.Module):
+    """MusicGen's LayerDrop: every call draws ``random.uniform(0, 1)``, which decides nothing when
+    the layer drop is 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.layerdrop = 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import random
+
+        if self.training and random.uniform(0, 1) < self.layerdrop:
+            return x
+        return self.lin(x)

@@ -38,6 +38,7 @@ from .faithful_models import (
     RescalesOnce,
     ShiftFromSize,
     StraightThrough,
+    UnusedHostDraw,
     Windowed,
 )
 
@@ -286,8 +287,20 @@ def test_a_draw_from_numpy_is_not_baked_into_generated_code() -> None:
     model, x = NumpyMask(), torch.randn(2, 6, 8)
     assert trace(model, (x,)).host_draws == []
     assert trace(model, (x,), training=True).host_draws == ["numpy"]
-    with pytest.raises(TraceError, match="draws from numpy's random generator"):
+    with pytest.raises(TraceError, match="draws from numpy's random generator, and the graph holds the draw"):
         rewrite(model, (x,), to="identity")
+
+
+def test_a_host_draw_the_graph_does_not_use_still_regenerates() -> None:
+    """MusicGen draws from Python's generator on every call for a layer drop of 0: captured again
+    one draw further on, the graph is the same, so the model regenerates, equal to the original."""
+    from unitcheck.tracer import trace
+
+    model, x = UnusedHostDraw(), torch.randn(2, 6, 8)
+    assert trace(model, (x,), training=True).host_draws == ["random"]
+    res = rewrite(model, (x,), to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
 
 
 def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:

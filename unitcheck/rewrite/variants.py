@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from ..fxutil import base_name
 from ..infer import trace_for_inference
-from ..tracer import TracedGraph, TraceError
+from ..tracer import HOST_GENERATORS, TracedGraph, TraceError
 
 __all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
 
@@ -319,14 +320,72 @@ def _dtype_literals(graph: fx.Graph, here: torch.dtype) -> bool:
     return False
 
 
-def _refuse_host_draws(model: nn.Module, *captures: TracedGraph) -> None:
-    """A draw from numpy's or Python's generator is a constant in the graph (wav2vec2's SpecAugment
-    masks): generated code would apply the same mask at every step."""
-    drawn = sorted({d for g in captures for d in g.host_draws})
-    if drawn:
-        raise TraceError(f"cannot regenerate {type(model).__name__}: its forward draws from {' and '.join(drawn)}'s "
-                         "random generator, which a graph holds as one constant draw (generated code would repeat "
-                         "it at every call); draws from torch's generator are kept")
+def _captured_again(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool,
+                    perturbed: AbstractContextManager[None]) -> str | None:
+    """How a capture taken again under ``perturbed`` differs from ``tg`` (its ops and literals,
+    or the values of its constant tensors), or None when it computes the same graph."""
+    with perturbed:
+        again = trace_for_inference(model, example_inputs, dynamic=True, training=training)
+    try:
+        align(tg.graph, again.graph)
+    except Unaligned as err:
+        return str(err).splitlines()[0][:160]
+    mine = {k: v.value for k, v in tg.leaves.items() if v.kind == "constant"}
+    for k, v in again.leaves.items():
+        if v.kind == "constant" and isinstance(v.value, torch.Tensor) and isinstance(mine.get(k), torch.Tensor) \
+                and not (v.value.shape == mine[k].shape and torch.equal(v.value, mine[k])):
+            return f"the constant {k} holds other values"
+    return None
+
+
+@contextlib.contextmanager
+def _host_generators_advanced() -> Iterator[None]:
+    """numpy's and Python's global generators one draw further on, put back afterwards."""
+    import random
+
+    import numpy as np
+
+    saved = random.getstate(), np.random.get_state()
+    random.random()
+    np.random.random()
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+
+
+@contextlib.contextmanager
+def _state_set(model: nn.Module, values: dict[tuple[str, str], Any]) -> Iterator[None]:
+    """The model's module attributes set to ``values``, put back afterwards."""
+    modules = dict(model.named_modules(remove_duplicate=False))
+    missing = object()
+    saved = {key: getattr(modules[key[0]], key[1], missing) for key in values}
+    for (name, attr), value in values.items():
+        setattr(modules[name], attr, value)
+    try:
+        yield
+    finally:
+        for (name, attr), value in saved.items():
+            if value is missing:
+                delattr(modules[name], attr)
+            else:
+                setattr(modules[name], attr, value)
+
+
+def _refuse_host_draws(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool) -> None:
+    """A draw from numpy's or Python's generator that reaches the graph is a constant there
+    (wav2vec2's SpecAugment masks): generated code would apply the same mask at every step.
+    Captured again one draw further on, such a graph differs; a draw the graph does not use
+    (MusicGen's LayerDrop draw, with no layer drop) leaves it the same."""
+    if not tg.host_draws:
+        return
+    why = _captured_again(model, example_inputs, tg, training, _host_generators_advanced())
+    if why is not None:
+        drawn = " and ".join(HOST_GENERATORS[d] for d in tg.host_draws)
+        raise TraceError(f"cannot regenerate {type(model).__name__}: its forward draws from {drawn} random "
+                         f"generator, and the graph holds the draw ({why}); generated code would repeat it at "
+                         "every call (draws from torch's generator are kept)")
 
 
 def _refuse_state_dependence(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool) -> None:
@@ -337,26 +396,12 @@ def _refuse_state_dependence(model: nn.Module, example_inputs: Any, tg: TracedGr
     sets them from its input alone (Swin's shift size from the image size) computes the same."""
     if not tg.state_after:
         return
-    modules = dict(model.named_modules(remove_duplicate=False))
-    missing = object()
-    saved = {key: getattr(modules[key[0]], key[1], missing) for key in tg.state_after}
-    for (name, attr), value in tg.state_after.items():
-        setattr(modules[name], attr, value)
-    try:
-        again = trace_for_inference(model, example_inputs, dynamic=True, training=training)
-    finally:
-        for (name, attr), value in saved.items():
-            if value is missing:
-                delattr(modules[name], attr)
-            else:
-                setattr(modules[name], attr, value)
-    try:
-        align(tg.graph, again.graph)
-    except Unaligned as err:
+    why = _captured_again(model, example_inputs, tg, training, _state_set(model, tg.state_after))
+    if why is not None:
         shown = "; ".join(tg.state_changes)
         raise TraceError(f"cannot regenerate {type(model).__name__}: its forward sets its own state ({shown[:300]}), "
-                         "and the next call computes another graph; generated code would repeat the first call's "
-                         f"({str(err).splitlines()[0][:160]})") from err
+                         f"and the next call computes another graph; generated code would repeat the first call's "
+                         f"({why})")
 
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
@@ -369,7 +414,8 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
         res.notes.append("symbolic trace: training mode and dtype are those of the capture")
         return res
     train = trace_for_inference(model, example_inputs, dynamic=True, training=True)
-    _refuse_host_draws(model, tg, train)
+    _refuse_host_draws(model, example_inputs, tg, False)
+    _refuse_host_draws(model, example_inputs, train, True)
     _refuse_state_dependence(model, example_inputs, tg, False)
     _refuse_state_dependence(model, example_inputs, train, True)
     try:
