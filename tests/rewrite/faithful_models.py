@@ -399,3 +399,20 @@ class UnusedHostDraw(nn.Module):
         if self.training and random.uniform(0, 1) < self.layerdrop:
             return x
         return self.lin(x)
+
+
+class SwitchesOnce(nn.Module):
+    """BigBird: an input too short for block-sparse attention switches the model to full attention
+    for good, and the switch re-initialises the attention (a draw from torch's generator, once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.5)
+        self.attention_type = "block_sparse"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.attention_type == "block_sparse" and x.shape[1] <= 16:
+            torch.empty(8, 8).uniform_(-1, 1)  # the re-initialised weights, then copied over
+            self.attention_type = "original_full"
+        return self.drop(self.lin(x))

@@ -38,6 +38,7 @@ from .faithful_models import (
     RescalesOnce,
     ShiftFromSize,
     StraightThrough,
+    SwitchesOnce,
     UnusedHostDraw,
     Windowed,
 )
@@ -266,6 +267,23 @@ def test_a_model_whose_state_decides_its_next_call_is_not_regenerated() -> None:
     assert torch.equal(model.eval()(x), expected)  # the model still rescales on its first call
     with pytest.raises(TraceError, match=r"sets its own state \(rescaled: False -> True\), and the next call"):
         rewrite(RescalesOnce(), (x,), to="identity")
+
+
+def test_a_model_that_sets_itself_up_on_its_first_call_regenerates_its_later_calls() -> None:
+    """BigBird switches to full attention on a short input and re-initialises its attention once,
+    a draw from torch's generator: generated from the first call, the module drew on every call,
+    so from the second training step its dropout masks were not the model's. It is generated
+    from the calls after the first."""
+    torch.manual_seed(0)
+    model, x = SwitchesOnce(), torch.randn(2, 6, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert model.attention_type == "block_sparse"
+    assert "uniform" not in res.source
+    assert any("sets its own state on its first call (attention_type: 'block_sparse' -> 'original_full')" in n
+               for n in res.notes)
+    model(x)  # the model's own first call
+    for training in (True, False):
+        assert differences(model, res.module, (x,), training) == []
 
 
 def test_state_set_from_the_input_alone_still_regenerates() -> None:

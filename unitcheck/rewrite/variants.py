@@ -321,21 +321,21 @@ def _dtype_literals(graph: fx.Graph, here: torch.dtype) -> bool:
 
 
 def _captured_again(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool,
-                    perturbed: AbstractContextManager[None]) -> str | None:
-    """How a capture taken again under ``perturbed`` differs from ``tg`` (its ops and literals,
-    or the values of its constant tensors), or None when it computes the same graph."""
+                    perturbed: AbstractContextManager[None]) -> tuple[str | None, TracedGraph]:
+    """The capture taken again under ``perturbed``, and how it differs from ``tg`` (its ops and
+    literals, or the values of its constant tensors; None when it computes the same graph)."""
     with perturbed:
         again = trace_for_inference(model, example_inputs, dynamic=True, training=training)
     try:
         align(tg.graph, again.graph)
     except Unaligned as err:
-        return str(err).splitlines()[0][:160]
+        return str(err).splitlines()[0][:160], again
     mine = {k: v.value for k, v in tg.leaves.items() if v.kind == "constant"}
     for k, v in again.leaves.items():
         if v.kind == "constant" and isinstance(v.value, torch.Tensor) and isinstance(mine.get(k), torch.Tensor) \
                 and not (v.value.shape == mine[k].shape and torch.equal(v.value, mine[k])):
-            return f"the constant {k} holds other values"
-    return None
+            return f"the constant {k} holds other values", again
+    return None, again
 
 
 @contextlib.contextmanager
@@ -380,7 +380,7 @@ def _refuse_host_draws(model: nn.Module, example_inputs: Any, tg: TracedGraph, t
     (MusicGen's LayerDrop draw, with no layer drop) leaves it the same."""
     if not tg.host_draws:
         return
-    why = _captured_again(model, example_inputs, tg, training, _host_generators_advanced())
+    why, _ = _captured_again(model, example_inputs, tg, training, _host_generators_advanced())
     if why is not None:
         drawn = " and ".join(HOST_GENERATORS[d] for d in tg.host_draws)
         raise TraceError(f"cannot regenerate {type(model).__name__}: its forward draws from {drawn} random "
@@ -388,20 +388,28 @@ def _refuse_host_draws(model: nn.Module, example_inputs: Any, tg: TracedGraph, t
                          "every call (draws from torch's generator are kept)")
 
 
-def _refuse_state_dependence(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool) -> None:
-    """A forward that sets attributes on its modules may decide later calls by them: RWKV's first
-    eval call rescales its weights in place and records that it did, so later calls skip it, and
-    generated code holding the first call's graph would rescale on every call. Captured again
-    with the attributes as the call left them, such a model computes another graph; one that
-    sets them from its input alone (Swin's shift size from the image size) computes the same."""
+def _steady(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool, notes: list[str]) -> TracedGraph:
+    """The capture of the calls after the first, for a forward that sets attributes on its
+    modules: captured again with them as the first call left them. The same graph when the state
+    comes from the input alone (Swin's shift size for a window that covers the image); the later
+    calls' graph when the first call set the model up (BigBird switches to full attention for a
+    short input and re-initialises its attention, drawing from torch's generator once). Refused
+    when the first call also updated parameters or buffers in place, which the captures cannot
+    replay (RWKV rescales its weights on its first eval call and records that it did), or when
+    the state keeps changing."""
     if not tg.state_after:
-        return
-    why = _captured_again(model, example_inputs, tg, training, _state_set(model, tg.state_after))
-    if why is not None:
-        shown = "; ".join(tg.state_changes)
+        return tg
+    why, again = _captured_again(model, example_inputs, tg, training, _state_set(model, tg.state_after))
+    if why is None:
+        return tg
+    shown = "; ".join(tg.state_changes)
+    if tg.mutations or again.state_changes:
         raise TraceError(f"cannot regenerate {type(model).__name__}: its forward sets its own state ({shown[:300]}), "
-                         f"and the next call computes another graph; generated code would repeat the first call's "
-                         f"({why})")
+                         f"and the next call computes another graph ({why}), from weights the first call updated "
+                         "in place or from state that keeps changing")
+    notes.append(f"the model sets its own state on its first call ({shown[:200]}), after which its calls compute "
+                 f"another graph ({why}); the generated module computes that later graph")
+    return again
 
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
@@ -416,8 +424,8 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
     train = trace_for_inference(model, example_inputs, dynamic=True, training=True)
     _refuse_host_draws(model, example_inputs, tg, False)
     _refuse_host_draws(model, example_inputs, train, True)
-    _refuse_state_dependence(model, example_inputs, tg, False)
-    _refuse_state_dependence(model, example_inputs, train, True)
+    tg = res.eval = _steady(model, example_inputs, tg, False, res.notes)
+    train = _steady(model, example_inputs, train, True, res.notes)
     try:
         for node, name, _, value in align(tg.graph, train.graph):
             _annotate(node, TRAIN_KEY, name, value)
