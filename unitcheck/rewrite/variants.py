@@ -343,16 +343,21 @@ def _host_generators_advanced() -> Iterator[None]:
     """numpy's and Python's global generators one draw further on, put back afterwards."""
     import random
 
-    import numpy as np
-
-    saved = random.getstate(), np.random.get_state()
+    np: Any
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - then only Python's generator can have drawn
+        np = None
+    saved = random.getstate(), (np.random.get_state() if np is not None else None)
     random.random()
-    np.random.random()
+    if np is not None:
+        np.random.random()
     try:
         yield
     finally:
         random.setstate(saved[0])
-        np.random.set_state(saved[1])
+        if np is not None:
+            np.random.set_state(saved[1])
 
 
 @contextlib.contextmanager
