@@ -268,6 +268,24 @@ def _scalar_state(modules: dict[str, nn.Module]) -> dict[tuple[str, str], Any]:
             if k != "training" and isinstance(v, _SCALARS)}
 
 
+UNSET = object()  # an attribute a module does not hold itself
+
+
+def set_attributes(modules: dict[str, nn.Module], values: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+    """Set each (module, attribute) to its value (``UNSET``: remove it from the module), and
+    return what each held before, so that calling this again with the result puts them back."""
+    saved = {}
+    for (name, attr), value in values.items():
+        module = modules[name]
+        saved[(name, attr)] = vars(module).get(attr, UNSET)
+        if value is UNSET:
+            if attr in vars(module):
+                delattr(module, attr)
+        else:
+            setattr(module, attr, value)
+    return saved
+
+
 @contextlib.contextmanager
 def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[str, str], Any]) -> Iterator[None]:
     """List in ``changes`` the plain Python attributes (flags, counters, cached lengths) that the
@@ -277,12 +295,11 @@ def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[s
     modules = dict(model.named_modules(remove_duplicate=False))
     before = _scalar_state(modules)
 
-    def diff() -> list[tuple[tuple[str, str], Any]]:
-        after = _scalar_state(modules)
-        return [(key, v) for key, v in after.items() if key not in before or before[key] != v]
+    def changed() -> dict[tuple[str, str], Any]:
+        return {key: v for key, v in _scalar_state(modules).items() if key not in before or before[key] != v}
 
     def record(*_: Any) -> None:
-        for (name, k), v in diff():
+        for (name, k), v in changed().items():
             after[(name, k)] = v
             was = f"{before[(name, k)]!r} -> " if (name, k) in before else "set to "
             line = f"{name + '.' if name else ''}{k}: {was}{v!r}"
@@ -293,12 +310,8 @@ def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[s
     try:
         yield
     finally:
-        handle.remove()
-        for (name, k), _ in diff():  # a capture that did not put the model back
-            if (name, k) in before:
-                setattr(modules[name], k, before[(name, k)])
-            else:
-                delattr(modules[name], k)
+        handle.remove()  # and put back what a capture left changed
+        set_attributes(modules, {key: before.get(key, UNSET) for key in changed()})
 
 
 HOST_GENERATORS = {"numpy": "numpy's", "random": "Python's"}  # host_draws entries, as messages name them

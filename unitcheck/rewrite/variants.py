@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from ..fxutil import base_name
 from ..infer import trace_for_inference
-from ..tracer import HOST_GENERATORS, TracedGraph, TraceError
+from ..tracer import HOST_GENERATORS, TracedGraph, TraceError, set_attributes
 
 __all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
 
@@ -364,18 +364,11 @@ def _host_generators_advanced() -> Iterator[None]:
 def _state_set(model: nn.Module, values: dict[tuple[str, str], Any]) -> Iterator[None]:
     """The model's module attributes set to ``values``, put back afterwards."""
     modules = dict(model.named_modules(remove_duplicate=False))
-    missing = object()
-    saved = {key: getattr(modules[key[0]], key[1], missing) for key in values}
-    for (name, attr), value in values.items():
-        setattr(modules[name], attr, value)
+    saved = set_attributes(modules, values)
     try:
         yield
     finally:
-        for (name, attr), value in saved.items():
-            if value is missing:
-                delattr(modules[name], attr)
-            else:
-                setattr(modules[name], attr, value)
+        set_attributes(modules, saved)
 
 
 def _refuse_host_draws(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bool) -> None:
