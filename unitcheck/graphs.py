@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import torch.fx as fx
@@ -66,17 +67,36 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
         # the branch's computation from the stream passes through a submodule: the branch
         # itself (x + attn(x)) or an op applied to its output (h + alpha * C(attn(h))); a
         # submodule that does not read the stream does not count (Mamba's ``y + u * D``, y
-        # computed inline from u and from a projection of the mixer's input)
+        # computed inline from u and from a projection of the mixer's input). The stream counts
+        # with the values it is computed from inline: nGPT adds to ``justnorm(h)`` a branch
+        # whose attention reads ``h``
+        roots = _inline_roots(source, inside)
+        start = min(order[r] for r in roots)
         seen, queue = {branch}, deque([branch])
         while queue and len(seen) < 4096:  # breadth-first and bounded: the submodule is close
             n = queue.popleft()
-            if inside(module_path(n)) and is_ancestor(source, n, order):
+            if inside(module_path(n)) and any(is_ancestor(r, n, order) for r in roots):
                 return stream, branch
             for p in n.all_input_nodes:
-                if p is not source and p not in seen and p.op == "call_function" and order[p] > order[source]:
+                if p not in roots and p not in seen and p.op == "call_function" and order[p] > start:
                     seen.add(p)
                     queue.append(p)
     return None
+
+
+def _inline_roots(node: fx.Node, inside: Callable[[str], bool], limit: int = 16) -> list[fx.Node]:
+    """``node`` and the values it is computed from by the add's own inline code, back to the
+    first value another module computed (bounded: a normaliser is a few ops)."""
+    roots, queue = [node], deque([node])
+    while queue and len(roots) < limit:
+        n = queue.popleft()
+        if n.op != "call_function" or inside(module_path(n)):
+            continue
+        for p in n.all_input_nodes:
+            if p not in roots and not _parameter_leaf(p):
+                roots.append(p)
+                queue.append(p)
+    return roots
 
 
 _SOFTMAX = frozenset({"softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax"})

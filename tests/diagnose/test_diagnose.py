@@ -29,6 +29,15 @@ def test_fresh_gct_sits_at_the_targets_and_gpt_does_not() -> None:
     assert len(uvi_attn(gpt)) == 2 * 4  # layers x heads
 
 
+def test_every_bundled_model_shows_its_residual_adds() -> None:
+    """Two residual adds per block in every bundled LM, nGPT included: its update
+    ``justnorm(a + alpha * (b - a))`` adds to ``a = justnorm(h)`` a branch whose attention reads
+    ``h``, the stream before its inline normalisation."""
+    for name in ("gpt", "ngpt", "gct", "llama"):
+        model, inputs = build(name, n_layer=3)
+        assert len(capture(model, inputs).residuals) == 6, name
+
+
 def test_attention_uvi_reads_the_logit_variance() -> None:
     cap = capture(*build("gpt"))
     # random N(0, 0.02) weights give tiny logits: their variance is far below 1
