@@ -130,6 +130,21 @@ def test_list_valued_fields_and_per_layer_kinds() -> None:
 
 
 @needs_hf
+def test_layer_indices_into_a_sibling_config_follow_its_shrink() -> None:
+    """Molmo2's adapter reads vision layers [24, 18] of a 25-layer vision tower: after the tower
+    shrinks, the indices name layers it still has (the small plan was rejected, and the build fell
+    back to the full-size default: 8.7B parameters); dots.3's audio adapter input must equal the
+    audio width (its build fell back to the layers-only plan: 18.9B parameters)."""
+    from unitcheck.hf import make_config
+
+    dots = make_config("dots3_note")  # an input size that equals its tower's width follows it
+    assert dots.audio_config.adapter_input_size == dots.audio_config.hidden_size < 1280
+    molmo = make_config("molmo2")
+    n = molmo.vision_config.num_hidden_layers
+    assert n < 25 and all(-n <= i < n for i in molmo.adapter_config.vision_feature_layer)
+
+
+@needs_hf
 def test_set_overrides_win_and_reach_sub_configs() -> None:
     from unitcheck.hf import make_config
 

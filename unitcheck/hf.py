@@ -426,6 +426,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         if new is not _SAME:
             out[key] = new
+    _follow_sibling_layers(values, subs, out)
     if stages is not None and layer is not None and out.get(layer[0]) == n_layers:
         # only where the stack really shrank (Swin's derived stage count stays at four)
         out["out_indices"], out["out_features"] = stages, [f"stage{i}" for i in stages]
@@ -491,6 +492,44 @@ def _rescale_rope_sections(values: Mapping[str, Any], out: dict[str, Any], new_h
 _SAME = object()
 
 
+def _map_layer_indices(value: list[int] | tuple[int, ...], n0: int, n: int) -> Any:
+    """Indices into ``n0`` layers spread over the ``n`` kept (negative ones count from the end),
+    or None when one is out of range."""
+    if not all(-n0 <= x < n0 for x in value):
+        return None
+    return type(value)(sorted({min(n - 1, round(x * (n - 1) / max(1, n0 - 1))) if x >= 0 else max(x, -n) for x in value}))
+
+
+def _follow_sibling_layers(values: Mapping[str, Any], subs: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Layer indices one config of the tree keeps into another's layers (Molmo2's adapter reads
+    ``vision_feature_layer`` [24, 18] of ``vision_config``), mapped onto the layers that one keeps."""
+    def counts(name: str) -> tuple[int, int] | None:
+        sub, kw = subs.get(name), out.get(name)
+        layer = _layer_count(sub) if sub is not None else None
+        if layer is None or not isinstance(kw, dict) or not _is_int(kw.get(layer[0])):
+            return None
+        return layer[1], int(kw[layer[0]])
+
+    def fix(vals: Mapping[str, Any], target: dict[str, Any]) -> None:
+        for key, value in vals.items():
+            m = re.fullmatch(r"([a-z]+)_feature_layers?", key.lower())
+            c = counts(f"{m.group(1)}_config") if m else None
+            if c is None or c[1] >= c[0]:
+                continue
+            one = _is_int(value)
+            listed = [value] if one else value
+            if not (one or _int_list(value)) or all(-c[1] <= x < c[1] for x in listed):
+                continue  # indices the shrunk config still has stay as they are
+            mapped = _map_layer_indices(listed, *c)
+            if mapped is not None:
+                target[key] = mapped[0] if one else mapped
+
+    fix(values, out)
+    for name, sub in subs.items():
+        if isinstance(out.get(name), dict):
+            fix({k: v for k in _declared(type(sub)) if (v := _get(sub, k, _SAME)) is not _SAME}, out[name])
+
+
 def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shrink: _Shrink, *, ratio: float,
                   head_ratio: float, heads0: int | None, new_heads: int | None, layer: tuple[str, int] | None,
                   keep: list[int] | None, n_layers: int | None) -> Any:
@@ -510,10 +549,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             picked = [value[i] for i in keep]
             return "".join(picked) if isinstance(value, str) else type(value)(picked)
         if keep is not None and layer and _int_list(value) and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx")) \
-                and all(-layer[1] <= x < layer[1] for x in value) and len(value) < layer[1]:
-            n = n_layers or SMALL_DEFAULTS["layers"]
-            mapped = sorted({min(n - 1, round(x * (n - 1) / max(1, layer[1] - 1))) if x >= 0 else max(x, -n) for x in value})
-            return type(value)(mapped)
+                and len(value) < layer[1] and (mapped := _map_layer_indices(value, layer[1], n_layers or SMALL_DEFAULTS["layers"])):
+            return mapped
         if low == "first_k_dense_replace" and _is_int(value) and value > 1:
             return 1
     # vocabulary and the special tokens inside it
@@ -587,9 +624,10 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
     width_like = low in _WIDTH_EXACT or (low.endswith(_WIDTH_SUFFIX + ("_channels",)) and not low.endswith(_HEAD_DIM_SUFFIX))
-    if _is_int(value) and value in shrink.widths and "hidden_size" in low and not width_like:
-        # a hidden size named with a qualifier after it (BLT's ``hidden_size_global``): it is the
-        # width of another config of the tree, and follows it
+    if _is_int(value) and value in shrink.widths and ("hidden_size" in low or low.endswith("input_size")) and not width_like:
+        # a hidden size named with a qualifier after it (BLT's ``hidden_size_global``) or the width
+        # an adapter takes in (dots.3's ``adapter_input_size``): it is the width of another config
+        # of the tree, and follows it
         return shrink.widths[value]
     if width_like and _is_int(value) and value >= 16:
         if value in shrink.widths:
