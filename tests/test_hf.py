@@ -145,6 +145,16 @@ def test_layer_indices_into_a_sibling_config_follow_its_shrink() -> None:
 
 
 @needs_hf
+def test_inputs_a_model_asks_for_in_training_only_are_given() -> None:
+    """Molmo2 runs on ``input_ids`` in eval mode and raises "`mm_token_type_ids` is required as a
+    model input when training": the training captures of ``--to identity`` failed on it."""
+    from unitcheck.hf import build
+
+    model, inputs = build("molmo2", device="meta")
+    assert "mm_token_type_ids" in inputs and inputs["mm_token_type_ids"].shape == inputs["input_ids"].shape
+
+
+@needs_hf
 def test_set_overrides_win_and_reach_sub_configs() -> None:
     from unitcheck.hf import make_config
 

@@ -1416,6 +1416,17 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _asked_in_training(model: nn.Module, inputs: Mapping[str, Any]) -> list[str]:
+    """Optional forward arguments the model asks for in training mode only: inputs that run in
+    eval mode but not in the training captures of ``--to identity`` and the training loop."""
+    model.train()
+    try:
+        why = _probe(model, inputs)
+    finally:
+        model.eval()
+    return _asked_for(model, inputs, why) if why is not None else []
+
+
 _REAL_RUN_PARAMETERS = 20_000_000  # larger candidates are left to the tracer's own real run
 
 
@@ -1924,6 +1935,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     else:
                         why = f"{why}; on real values: {real}"
                 if why is None:
+                    asked = _asked_in_training(model, current)
+                    if asked:  # Molmo2 needs ``mm_token_type_ids`` in training only
+                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed)}
+                        if _probe(model, remade) is None:
+                            named, current = [*named, *asked], remade
                     choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped)
                     _CHOICES[key] = choice
                     return choice
