@@ -155,6 +155,20 @@ def test_inputs_a_model_asks_for_in_training_only_are_given() -> None:
 
 
 @needs_hf
+def test_lengths_of_feature_inputs_cover_every_frame() -> None:
+    """A required length argument of a model fed feature frames counts those frames (in waveform
+    samples where it says so), not the token count: dots.3's audio encoder got 16 samples for
+    64 frames, kept one valid frame after downsampling, and its attention over one key made the
+    oracle refute UC201."""
+    from unitcheck.hf import build, make_config
+
+    hop = make_config("dots3_note_audio_encoder").hop_length
+    _, inputs = build("dots3_note_audio_encoder", device="meta")
+    frames = inputs["input_features"].shape[-1]
+    assert inputs["chunk_sample_lengths"].tolist() == [frames * hop] * inputs["input_features"].shape[0]
+
+
+@needs_hf
 def test_set_overrides_win_and_reach_sub_configs() -> None:
     from unitcheck.hf import make_config
 

@@ -1112,8 +1112,12 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
         if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             inputs[name] = ids.clone()
-        elif "length" in name:
-            inputs[name] = torch.full((batch,), seq, dtype=torch.long)
+        elif "length" in name:  # full rows of the main input, token ids or feature frames
+            steps = seq if any(k.endswith("input_ids") for k in inputs) else _time_steps(inputs, cfg, seq)
+            hop = _find(cfg, "hop_length")
+            if "sample" in name and _is_int(hop):  # lengths in waveform samples, of the frames given
+                steps *= int(hop)
+            inputs[name] = torch.full((batch,), steps, dtype=torch.long)
         elif "mel" in name:
             mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
             inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
@@ -1508,7 +1512,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
-            out[name] = torch.full((batch,), n, dtype=torch.long)
+            out[name] = torch.full((batch,), n if ids is not None else _time_steps(inputs, cfg, seq), dtype=torch.long)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
             out[name] = torch.zeros(batch, n, dtype=torch.long)
         elif low.endswith("_pos") or low.endswith("positions"):
@@ -1518,6 +1522,17 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         else:
             out[name] = torch.randn(batch, n, dim(name, width), generator=g)
     return out
+
+
+def _time_steps(inputs: Mapping[str, Any], cfg: Any, default: int) -> int:
+    """The length of the main float input's time axis: its last axis that is not the feature
+    axis (dots.3's audio encoder takes (batch, 128 mel bins, frames); lengths of ``seq`` frames
+    left one valid frame after downsampling, and attention over one key)."""
+    main = next((v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() >= 2), None)
+    if main is None:
+        return default
+    mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
+    return next((int(x) for x in reversed(main.shape[1:]) if int(x) != mel), default)
 
 
 @dataclass
