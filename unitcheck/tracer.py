@@ -632,6 +632,25 @@ def _rebuilt_spec(spec: Any) -> Any:
     return rebuilt if rebuilt.num_leaves == spec.num_leaves else spec
 
 
+# the note of a capture whose sizes are the example's: generated code checks them on every call
+SIZES_FIXED = "sizes fixed at the example's"
+
+
+@contextlib.contextmanager
+def _size_markings_undone(inputs: Any) -> Iterator[None]:
+    """Export with symbolic sizes marks its input tensors (``_dynamo_weak_dynamic_indices`` and
+    kin) and leaves the marks when it fails: a later export of the same tensors at fixed sizes
+    then sees symbolic sizes again. The marks go when the export is done."""
+    tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    before = [set(vars(t)) for t in tensors]
+    try:
+        yield
+    finally:
+        for t, had in zip(tensors, before):
+            for name in [k for k in vars(t) if k not in had and k.startswith(("_dynamo_", "_has_dynamo_"))]:
+                delattr(t, name)
+
+
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
             lower_op: Callable[[Any], bool] | None, real: bool = False) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
@@ -639,7 +658,8 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
     lowered = False
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
-    with fx_traceback.preserve_node_meta(), _real_values() if real else contextlib.nullcontext() as spec:
+    with fx_traceback.preserve_node_meta(), _real_values() if real else contextlib.nullcontext() as spec, \
+            _size_markings_undone((args, kwargs)):
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
             where = _check_specialised(ep, spec)
@@ -1074,6 +1094,23 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
                 return g
             except Exception as err:
                 errors.append(("symbolic tracing", err))
+        if dynamic and method != "fx" and errors and not _data_dependent(errors[0][1]):
+            # symbolic sizes were the trouble (UnivNet draws noise at its input's shape through an
+            # overload that takes concrete sizes only): every size fixed at the example's, which
+            # the generated code checks on each call
+            try:
+                g = _export(model, args, kwargs, False, lower_op)
+                _generated_structure(g)
+                construct, loc = _describe_failure(errors[0][1])
+                where = f" at {loc.file}:{loc.line}" if loc else ""
+                g.notes.append(f"torch.export failed with symbolic sizes ({construct}{where}); {SIZES_FIXED}")
+                g.trace_seconds = time.perf_counter() - t0
+                _note_autocast(g, rewritten)
+                return g
+            except TraceError:
+                raise
+            except Exception as err:
+                errors.append(("torch.export at the example's sizes", err))
         if _may_replay(method, dynamic, errors) and not _on_meta(model, args, kwargs):
             try:
                 g = _replay(model, args, kwargs, lower_op)

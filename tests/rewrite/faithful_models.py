@@ -416,3 +416,19 @@ class SwitchesOnce(nn.Module):
             torch.empty(8, 8).uniform_(-1, 1)  # the re-initialised weights, then copied over
             self.attention_type = "original_full"
         return self.drop(self.lin(x))
+
+
+class NoiseOfItsShape(nn.Module):
+    """UnivNet in small: noise drawn at the input's shape with an explicit ``generator=None``
+    (an overload export cannot give symbolic sizes) and a branch on a size (which symbolic
+    tracing cannot take)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        noise = torch.randn(x.shape, generator=None, dtype=x.dtype)
+        if x.shape[1] > 3:
+            x = x + 0.1 * noise
+        return self.proj(x)

@@ -31,6 +31,7 @@ from .faithful_models import (
     LogSumExpSink,
     LoweredCall,
     NoGradCycles,
+    NoiseOfItsShape,
     NumpyMask,
     ReflectPReLU,
     Relative,
@@ -200,6 +201,19 @@ def test_an_image_keeps_its_size_and_the_generated_module_says_so() -> None:
     assert same_computation(model, res.module, (torch.randn(5, 3, 12, 10),), training=False)
     with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, 3, 12, 10\), got \(2, 3, 16, 16\)"):
         res.module(torch.randn(2, 3, 16, 16))
+
+
+def test_a_model_export_cannot_size_symbolically_regenerates_at_the_example_sizes() -> None:
+    """Where export fails with symbolic sizes and symbolic tracing fails too (UnivNet's
+    ``torch.randn(shape, generator=None)``), the capture fixes every size at the example's, says
+    so, and the generated module checks its input's sizes."""
+    model, x = NoiseOfItsShape(), torch.randn(2, 5, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert any("sizes fixed at the example's" in n for n in res.notes)
+    assert same_computation(model, res.module, (x,), training=False)
+    assert same_computation(model, res.module, (x,), training=True)
+    with pytest.raises(ValueError, match=r"^x: expected sizes \(2, 5, 8\), got \(2, 6, 8\)"):
+        res.module(torch.randn(2, 6, 8))
 
 
 @pytest.mark.parametrize("configured", [False, True])

@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from ..fxutil import base_name
 from ..infer import trace_for_inference
-from ..tracer import HOST_GENERATORS, TracedGraph, TraceError, set_attributes
+from ..tracer import HOST_GENERATORS, SIZES_FIXED, TracedGraph, TraceError, set_attributes
 
 __all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
 
@@ -415,7 +415,7 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
     dtype to learn which literals follow them."""
     tg = trace_for_inference(model, example_inputs, dynamic=True)
     here = _float_dtype(model)
-    res = Captures(tg, None, here, None)
+    res = Captures(tg, None, here, None, [n for n in tg.notes if SIZES_FIXED in n])
     if tg.method != "export":
         res.notes.append("symbolic trace: training mode and dtype are those of the capture")
         return res
