@@ -1056,24 +1056,30 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
     args, kwargs = _unaliased(*normalise_inputs(example_inputs))
     t0 = time.perf_counter()
     errors: list[tuple[str, BaseException]] = []
+
+    def done(g: TracedGraph, fallback: str | None = None) -> TracedGraph:
+        """``g`` timed and noted; ``fallback`` says what was used instead of a plain export, with
+        ``{failure}`` standing for the first failure and where it happened."""
+        if fallback is not None and errors:
+            construct, loc = _describe_failure(errors[0][1])
+            g.notes.append(fallback.format(failure=construct + (f" at {loc.file}:{loc.line}" if loc else "")))
+        g.trace_seconds = time.perf_counter() - t0
+        _note_autocast(g, rewritten)
+        return g
+
     with _mode(model, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions():
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)
                 _generated_structure(g)
-                g.trace_seconds = time.perf_counter() - t0
-                _note_autocast(g, rewritten)
-                return g
+                return done(g)
             except TraceError:
                 raise
             except Exception as err:  # export raises many types; all become one TraceError
                 errors.append(("torch.export", err))
             if _data_dependent(errors[-1][1]) and not _on_meta(model, args, kwargs):
                 try:
-                    g = _export(model, args, kwargs, dynamic, lower_op, real=True)
-                    g.trace_seconds = time.perf_counter() - t0
-                    _note_autocast(g, rewritten)
-                    return g
+                    return done(_export(model, args, kwargs, dynamic, lower_op, real=True))
                 except _DrawSpecialised as err:
                     _, loc = _describe_failure(errors[0][1])
                     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
@@ -1084,14 +1090,7 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
                     errors.append(("torch.export with real values", err))
         if method in ("auto", "fx"):
             try:
-                g = _symbolic(model, args, kwargs)
-                if errors:
-                    construct, loc = _describe_failure(errors[0][1])
-                    where = f" at {loc.file}:{loc.line}" if loc else ""
-                    g.notes.append(f"torch.export failed ({construct}{where}); used symbolic tracing")
-                g.trace_seconds = time.perf_counter() - t0
-                _note_autocast(g, rewritten)
-                return g
+                return done(_symbolic(model, args, kwargs), "torch.export failed ({failure}); used symbolic tracing")
             except Exception as err:
                 errors.append(("symbolic tracing", err))
         if dynamic and method != "fx" and errors and not _data_dependent(errors[0][1]):
@@ -1101,22 +1100,14 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
             try:
                 g = _export(model, args, kwargs, False, lower_op)
                 _generated_structure(g)
-                construct, loc = _describe_failure(errors[0][1])
-                where = f" at {loc.file}:{loc.line}" if loc else ""
-                g.notes.append(f"torch.export failed with symbolic sizes ({construct}{where}); {SIZES_FIXED}")
-                g.trace_seconds = time.perf_counter() - t0
-                _note_autocast(g, rewritten)
-                return g
+                return done(g, "torch.export failed with symbolic sizes ({failure}); " + SIZES_FIXED)
             except TraceError:
                 raise
             except Exception as err:
                 errors.append(("torch.export at the example's sizes", err))
         if _may_replay(method, dynamic, errors) and not _on_meta(model, args, kwargs):
             try:
-                g = _replay(model, args, kwargs, lower_op)
-                g.trace_seconds = time.perf_counter() - t0
-                _note_autocast(g, rewritten)
-                return g
+                return done(_replay(model, args, kwargs, lower_op))
             except Exception as err:
                 errors.append(("a recorded real run", err))
     if _meta_limited(model, args, kwargs, errors):
