@@ -191,10 +191,11 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
     def identity() -> dict[str, Any]:
         """The null rewrite: regenerated code equal to the model bit for bit (eval and train)."""
         from unitcheck.rewrite.api import rewrite as regenerate
-        from unitcheck.rewrite.equal import differences
+        from unitcheck.rewrite.equal import check_fits_in_memory, differences
 
         model, inputs = cpu_model()
         res = regenerate(model, inputs, to="identity")
+        check_fits_in_memory(res.gct.traced.graph)
         diffs = [d for training in (False, True) for d in differences(model, res.module, inputs, training)]
         out: dict[str, Any] = {"differences": len(diffs), "two_graphs": "_forward_train" in res.source}
         if diffs:

@@ -6,11 +6,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import torch
 import torch.fx as fx
+from torch.utils import _pytree as pytree
 
-from .fxutil import IDENTITY_OPS, LEAF_KEY, MOVEMENT_OPS, base_name, module_path
+from .fxutil import IDENTITY_OPS, LEAF_KEY, MOVEMENT_OPS, VIEW_OPS, base_name, module_path
 
-__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views", "stream_source"]
+__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views", "stream_source",
+           "float_bytes"]
 
 
 def topo_index(graph: fx.Graph) -> dict[fx.Node, int]:
@@ -195,3 +198,19 @@ def users_through_views(node: fx.Node, depth: int = 6, through: frozenset[str] =
         if not frontier:
             break
     return out
+
+
+def float_bytes(graph: fx.Graph, itemsize: int | None = None) -> int:
+    """Bytes of the floating values a run of ``graph`` computes (views share storage and do not
+    count), at ``itemsize`` bytes per element or at each value's own; symbolic sizes at the
+    example's."""
+    total = 0
+    for n in graph.nodes:
+        if base_name(n) in VIEW_OPS:
+            continue
+        for v in pytree.tree_leaves(n.meta.get("val")):
+            if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
+                numel = v.numel()
+                count = numel if isinstance(numel, int) else numel.node.hint
+                total += int(count or 0) * (itemsize or v.element_size())
+    return total

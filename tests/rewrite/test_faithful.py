@@ -216,6 +216,21 @@ def test_a_model_export_cannot_size_symbolically_regenerates_at_the_example_size
         res.module(torch.randn(2, 6, 8))
 
 
+def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison runs both models a step: a decoder that upsamples a long input would be
+    killed for memory (VibeVoice's acoustic decoder in the zoo), so the size is checked first,
+    from the capture's symbolic sizes at the example's."""
+    from unitcheck.errors import UsageError
+    from unitcheck.rewrite.equal import check_fits_in_memory
+
+    model, x = nn.Sequential(nn.Upsample(scale_factor=64.0), nn.Conv1d(4, 4, 3)), torch.randn(2, 4, 16)
+    graph = rewrite(model, (x,), to="identity").gct.traced.graph
+    check_fits_in_memory(graph)  # 2 x 4 x 1024 floats a value: well inside any budget
+    monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", str(100 * 2**10 / 2**30))  # 100 KiB
+    with pytest.raises(UsageError, match=r"^comparing the regenerated module with the model would hold about"):
+        check_fits_in_memory(graph)
+
+
 @pytest.mark.parametrize("configured", [False, True])
 def test_autograd_functions_keep_their_backward(configured: bool) -> None:
     """An autograd.Function with its own backward (straight-through rounding) is called again,

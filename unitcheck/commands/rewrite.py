@@ -102,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     after = _lint_summary(lint(result.module, loaded.inputs, name=f"{args.model} ({args.to})"))
     if args.to == "identity":
-        from ..rewrite.equal import differences
+        from ..rewrite.equal import check_fits_in_memory, differences
 
+        check_fits_in_memory(result.gct.traced.graph)
         differs = [d for training in (False, True)
                    for d in differences(loaded.model, result.module, loaded.inputs, training)]
         left = differs

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..fxutil import VIEW_OPS, base_name
+from ..graphs import float_bytes
 from ..infer import infer_units
 from ..unitgraph import UnitGraph
 from .compare import RTOL, close
@@ -132,11 +132,7 @@ def memory_budget() -> int:
 def check_fits_in_memory(ug: UnitGraph) -> None:
     """Global mode holds every node's float64 value and gradient for two runs: refuse up front,
     in one line, what would otherwise end in the kernel's out-of-memory kill."""
-    values = sum(v.numel() for n in ug.graph.nodes if base_name(n) not in VIEW_OPS  # views share storage
-                 for v in pytree.tree_leaves(n.meta.get("val"))
-                 if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
-                 and isinstance(v.numel(), int))
-    need = 4 * 8 * values
+    need = 4 * float_bytes(ug.graph, itemsize=8)
     if need > memory_budget():
         raise OracleError(f"the oracle would hold about {need / 2**30:.1f} GiB of float64 values "
                           f"(budget {memory_budget() / 2**30:.1f} GiB, UNITCHECK_ORACLE_MEMORY_GB): "

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
 from ..errors import UsageError
+from ..graphs import float_bytes
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
 from .outputs import declared
@@ -55,6 +57,19 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def check_fits_in_memory(graph: fx.Graph) -> None:
+    """Comparing holds the values and gradients of one step of both models: refuse up front, in
+    one line, what would otherwise end in the kernel's out-of-memory kill (VibeVoice's acoustic
+    decoder upsamples 3200 frames 3200 times: about 2 TiB)."""
+    from ..oracle import memory_budget
+
+    need = 4 * float_bytes(graph)
+    if need > memory_budget():
+        raise UsageError(f"comparing the regenerated module with the model would hold about {need / 2**30:.1f} GiB "
+                         f"(budget {memory_budget() / 2**30:.1f} GiB, UNITCHECK_ORACLE_MEMORY_GB): compare a smaller "
+                         "configuration or shorter inputs")
 
 
 def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool = False,
