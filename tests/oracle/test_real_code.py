@@ -597,6 +597,18 @@ def test_rounding_noise_and_what_a_normaliser_makes_of_it_follow_no_law() -> Non
     _verified(ParallelUpdate(), torch.randn(3, 4), fingerprint=False)
 
 
+def test_a_gradient_that_cancels_to_zero_is_rounding_noise() -> None:
+    """xLSTM's GCT rewrite: the gradient of its exponential gates' stabiliser is zero in exact
+    arithmetic, and in float64 it kept 9.0e-12 of the rounding of the terms that cancel (at a
+    value of 1.9, against a loss of 6.15): checked as a scaling law, that noise was reported as a
+    disagreement. A gradient with a first-order effect on the loss of 1e-9 still counts."""
+    from unitcheck.oracle.compare import rounding_noise
+
+    value = torch.full((4,), 1.9)
+    assert rounding_noise(torch.full((4,), 9.0e-12), value, 6.15)
+    assert not rounding_noise(torch.full((4,), 6.15e-9 / 1.9), value, 6.15)
+
+
 def test_a_graph_too_large_for_the_oracle_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", "0.000001")  # about 1 KiB
     with pytest.raises(oracle.OracleError, match="would hold about"):
