@@ -683,3 +683,34 @@ class DifferentialAttention(CausalSelfAttention):
 
 def differential_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, DifferentialAttention, None)
+
+
+class LinearScan(nn.Module):
+    """RecurrentGemma's RG-LRU scan in small: ``h = a_t * h + x_t`` step by step, each state
+    written into a zero-filled output (``out[:, t] = h``), whose steps have different units."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.x_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.a_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u, a = self.x_proj(x), torch.sigmoid(self.a_proj(x))
+        h = torch.zeros_like(u[:, 0])
+        out = torch.zeros_like(u)
+        for t in range(u.shape[1]):
+            h = a[:, t] * h + u[:, t]
+            out[:, t] = h
+        return self.out_proj(out)
+
+
+class LinearScanLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        for layer in self.layers:
+            layer.mixer = LinearScan(cfg)  # type: ignore[assignment]
+
+
+def linear_scan_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(LinearScanLM)

@@ -22,6 +22,7 @@ from .pattern_models import (
     explicit_attention_lm,
     fp32_residual_lm,
     gated_skip_lm,
+    linear_scan_lm,
     media_tokens_lm,
     normed_embedding_lm,
     param_gate_lm,
@@ -72,6 +73,15 @@ def test_keys_joined_from_parts_with_different_units(scatter: bool) -> None:
     model, inputs = split_key_lm(scatter)
     join = "aten.slice_scatter.default" if scatter else "aten.cat.default"
     _fixed_by_mixed_parts(model, inputs, ("UC101", "attn", join), "[mixed_parts]")
+
+
+def test_states_of_a_scan_written_into_a_zero_filled_output() -> None:
+    """RecurrentGemma's RG-LRU: each step's state written into ``zeros_like(x)`` (UC101 where a
+    state meets the zeros; lowered, a chain of writes onto ``full_like``); each state is
+    canonicalised as it is written (the chain was left as "not a fresh tensor")."""
+    model, inputs = linear_scan_lm()
+    _fixed_by_mixed_parts(model, inputs, ("UC101", "layers.0.mixer", "aten.where.self"),
+                          "[mixed_parts] slice_scatter@layers.0.mixer")
 
 
 def test_routed_and_shared_experts_summed() -> None:

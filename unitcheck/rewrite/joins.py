@@ -20,7 +20,10 @@ two sides are canonicalised alike:
 
     masked_scatter(embeds, mask, features)  ->  masked_scatter(C(embeds), mask, C(features))
 
-A chain of slice writes into a value that is not a fresh tensor (``empty``, ``zeros``) is left
+A recurrent scan writes each step's state into a zero-filled output (RecurrentGemma's RG-LRU:
+``out = zeros_like(x); out[:, t] = h``, lowered onto ``full_like``); each state is canonicalised
+as it is written. A chain of slice writes into a value that is not a fresh tensor (``empty``,
+``zeros``, ``full_like``) is left
 and reported (its own unit would still differ from the parts'); a sum of a value and a
 broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after,
 and so is a bias added to attention scores on their way to a softmax (the attention rules' part).
@@ -42,7 +45,7 @@ __all__ = ["mixed_parts"]
 _LISTS = {"cat", "stack"}
 _PLACED = {"masked_scatter"}
 _SUMS = {"add", "sub"}
-_FRESH = {"empty", "new_empty", "empty_like", "zeros", "new_zeros", "zeros_like", "full", "new_full",
+_FRESH = {"empty", "new_empty", "empty_like", "zeros", "new_zeros", "zeros_like", "full", "new_full", "full_like",
           "empty_strided", "empty_permuted"}
 
 
