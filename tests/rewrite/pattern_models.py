@@ -714,3 +714,35 @@ class LinearScanLM(Fp32ResidualLM):
 
 def linear_scan_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(LinearScanLM)
+
+
+class MixedGateHead(nn.Module):
+    """HY-V4's final hyper-connection head in small: the gate's argument is two input-dependent
+    values combined inline, ``sigmoid(linear(x) * rms(x) * s + b)``, which weighs the stream."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.fn = nn.Parameter(torch.randn(cfg.n_embd, cfg.n_embd) / cfg.n_embd**0.5)
+        self.scale = nn.Parameter(torch.ones(1))
+        self.base = nn.Parameter(torch.zeros(cfg.n_embd))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rms = x.pow(2).mean(-1, keepdim=True).add(1e-6).rsqrt()
+        mixes = torch.nn.functional.linear(x, self.fn) * rms
+        return torch.sigmoid(mixes * self.scale + self.base) * x
+
+
+class MixedGateLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.gate = MixedGateHead(cfg)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return lm_output(self.head(self.norm(self.gate(x))), targets)
+
+
+def mixed_gate_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(MixedGateLM)

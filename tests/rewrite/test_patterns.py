@@ -24,6 +24,7 @@ from .pattern_models import (
     gated_skip_lm,
     linear_scan_lm,
     media_tokens_lm,
+    mixed_gate_lm,
     normed_embedding_lm,
     param_gate_lm,
     prescaled_query_lm,
@@ -82,6 +83,19 @@ def test_states_of_a_scan_written_into_a_zero_filled_output() -> None:
     model, inputs = linear_scan_lm()
     _fixed_by_mixed_parts(model, inputs, ("UC101", "layers.0.mixer", "aten.where.self"),
                           "[mixed_parts] slice_scatter@layers.0.mixer")
+
+
+def test_a_gate_over_inputs_combined_inline() -> None:
+    """HY-V4's head: ``sigmoid(linear(x) * rms(x) * s + b)``, two input-dependent values combined
+    inline (UC202; was left as "no single pre-activation input"). The product is the
+    pre-activation: ``sigmoid(C(linear(x) * rms(x)) * s + b)``, with ``s`` and ``b`` declared."""
+    model, inputs = mixed_gate_lm()
+    assert ("UC202", "gate", "aten.sigmoid.default") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert {"gate.base", "gate.scale"} <= set(res.gct.declared)
+    assert any(line.startswith("[activations] sigmoid(mul@gate)") for line in res.gct.log)
+    assert infer_units(res.module, inputs).violations == []
 
 
 def test_routed_and_shared_experts_summed() -> None:

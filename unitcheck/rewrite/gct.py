@@ -554,8 +554,8 @@ def _elementwise(n: fx.Node) -> bool:
     return n.op == "call_function" and (base_name(n) in _ELEMENTWISE or elementwise_extreme(n))  # xIELU's min(x, eps)
 
 
-def _pre_activation(ctx: RewriteContext, n: fx.Node,
-                    memo: dict[fx.Node, bool]) -> tuple[fx.Node | None, list[fx.Node]]:
+def _pre_activation(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool],
+                    stop: fx.Node | None = None) -> tuple[fx.Node | None, list[fx.Node]]:
     """The one input-dependent value an activation's argument is an elementwise function of,
     and the parameter terms combined with it (a gain, a bias: ``sigmoid(g * s^2)``,
     ``softplus(dt + dt_bias)``). Sizes (a view's symbolic shape) are neither."""
@@ -568,13 +568,31 @@ def _pre_activation(ctx: RewriteContext, n: fx.Node,
             if p in seen or (isinstance(val, torch.Tensor) and val.dtype == torch.bool):
                 continue  # a condition (``where(x > 0, ...)``) selects; it is not an operand
             seen.add(p)
-            if module_path(p) == mod and _elementwise(p):
+            if p is not stop and module_path(p) == mod and _elementwise(p):
                 stack.append(p)
             elif isinstance(p.meta.get("val"), torch.Tensor) or p.op == "get_attr":
                 sources.add(p)
     data = [s for s in sources if s.op != "get_attr" and _data_dependent(ctx, s, memo)]
     terms = sorted((s for s in sources if s not in data), key=lambda s: s.name)
+    if len(data) > 1 and stop is None and (join := _data_join(ctx, n, memo)) is not None:
+        # inputs combined inline (HY-V4's head: ``sigmoid(linear(x) * rms(x) * s + b)``): the
+        # value they are combined into is the pre-activation, with the terms applied after it
+        return _pre_activation(ctx, n, memo, stop=join)
     return (data[0] if len(data) == 1 else None), terms
+
+
+def _data_join(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> fx.Node | None:
+    """Back from ``n`` through elementwise ops of its module that each take one input-dependent
+    operand: the first that takes two or more, where the inputs are combined."""
+    mod, cur = module_path(n), n
+    while True:
+        dd = [p for p in cur.all_input_nodes if _data_dependent(ctx, p, memo)
+              and not (isinstance(v := p.meta.get("val"), torch.Tensor) and v.dtype == torch.bool)]
+        if len(dd) > 1 and cur is not n:
+            return cur
+        if len(dd) != 1 or module_path(dd[0]) != mod or not _elementwise(dd[0]):
+            return None
+        cur = dd[0]
 
 
 def _caps_logits(node: fx.Node, depth: int = 8) -> bool:
