@@ -50,8 +50,8 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
     another module than the add's own code: a submodule (``x + self.attn(ln(x))``) or a module
     beside it (a ``Residual`` wrapper whose forward only adds, as x-transformers writes it); not
     inline in the add's module or its parents (``x + 0.04 * x**3`` is a plain combine)."""
-    if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
-        return None
+    if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)) or not (_tensor(a) and _tensor(b)):
+        return None  # sizes added under symbolic shapes (DeepSeek-V4's ``T + T // 4``) are no stream
     here = module_path(add)
 
     def inside(path: str) -> bool:
@@ -85,6 +85,11 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
                     seen.add(p)
                     queue.append(p)
     return None
+
+
+def _tensor(node: fx.Node) -> bool:
+    """Is the recorded value a tensor (unknown counts as one: symbolic tracing records none)?"""
+    return "val" not in node.meta or isinstance(node.meta["val"], torch.Tensor)
 
 
 def _inline_roots(node: fx.Node, inside: Callable[[str], bool], limit: int = 16) -> list[fx.Node]:

@@ -746,3 +746,33 @@ class MixedGateLM(Fp32ResidualLM):
 
 def mixed_gate_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(MixedGateLM)
+
+
+class SizedByItsPart(nn.Module):
+    """DeepSeek-V4's attention in small: a submodule gives a length computed from the input's
+    (``T // 4``) and the block adds it to ``T``: under symbolic sizes, an add of two sizes."""
+
+    class Compressor(nn.Module):
+        def forward(self, x: torch.Tensor) -> int:
+            return x.shape[1] // 4  # type: ignore[no-any-return]
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.compressor = SizedByItsPart.Compressor()
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1] + self.compressor(x)
+        pad = x.new_zeros(x.shape[0], n - x.shape[1], x.shape[2])
+        return self.proj(torch.cat([x, pad], dim=1)[:, : x.shape[1]])
+
+
+class SizedByItsPartLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        for layer in self.layers:
+            layer.mixer = SizedByItsPart(cfg)  # type: ignore[assignment]
+
+
+def sized_by_its_part_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(SizedByItsPartLM)

@@ -32,6 +32,7 @@ from .pattern_models import (
     scaled_tokens_plus_positions_lm,
     scattered_topk_lm,
     shared_expert_lm,
+    sized_by_its_part_lm,
     skip_gain_lm,
     split_key_lm,
     stacked_heads_lm,
@@ -96,6 +97,20 @@ def test_a_gate_over_inputs_combined_inline() -> None:
     assert {"gate.base", "gate.scale"} <= set(res.gct.declared)
     assert any(line.startswith("[activations] sigmoid(mul@gate)") for line in res.gct.log)
     assert infer_units(res.module, inputs).violations == []
+
+
+def test_sizes_added_under_symbolic_shapes_are_not_a_residual() -> None:
+    """DeepSeek-V4 adds ``T`` and a submodule's ``T // 4``: in the rewrite's capture (symbolic
+    sizes) that add of two sizes was taken for a residual add, its "stream" the sequence length
+    canonicalised, and the generated code called ``canonical`` on an int."""
+    from unitcheck.graphs import residual_adds
+    from unitcheck.tracer import trace
+
+    model, inputs = sized_by_its_part_lm()
+    adds = residual_adds(trace(model, inputs, dynamic=True).graph)
+    assert len(adds) == 2 and all(isinstance(a.meta["val"], torch.Tensor) for a, _, _ in adds)
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
 
 
 def test_routed_and_shared_experts_summed() -> None:
