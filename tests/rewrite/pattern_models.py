@@ -341,12 +341,18 @@ class Fp32ResidualBlock(nn.Module):
 
 
 class Fp32ResidualLM(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    """Two Mamba-style blocks; ``mixer``, when given, replaces each block's MLP (built after it,
+    so the other weights draw as before)."""
+
+    def __init__(self, cfg: GPTConfig, mixer: type[nn.Module] | None = None) -> None:
         super().__init__()
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.layers = nn.ModuleList([Fp32ResidualBlock(cfg) for _ in range(2)])
         self.norm = nn.LayerNorm(cfg.n_embd)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if mixer is not None:
+            for layer in self.layers:
+                layer.mixer = mixer(cfg)  # type: ignore[call-arg]
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
         x = self.wte(idx)
@@ -407,15 +413,8 @@ class SkipGainMixer(nn.Module):
         return self.out_proj(y + u * self.D)
 
 
-class SkipGainLM(Fp32ResidualLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg)
-        for layer in self.layers:
-            layer.mixer = SkipGainMixer(cfg)  # type: ignore[assignment]
-
-
 def skip_gain_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(SkipGainLM)
+    return _tiny_lm(Fp32ResidualLM, SkipGainMixer)
 
 
 class StackedHeadsLM(SplitKeyLM):
@@ -705,15 +704,8 @@ class LinearScan(nn.Module):
         return self.out_proj(out)
 
 
-class LinearScanLM(Fp32ResidualLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg)
-        for layer in self.layers:
-            layer.mixer = LinearScan(cfg)  # type: ignore[assignment]
-
-
 def linear_scan_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(LinearScanLM)
+    return _tiny_lm(Fp32ResidualLM, LinearScan)
 
 
 class MixedGateHead(nn.Module):
@@ -767,12 +759,5 @@ class SizedByItsPart(nn.Module):
         return self.proj(torch.cat([x, pad], dim=1)[:, : x.shape[1]])
 
 
-class SizedByItsPartLM(Fp32ResidualLM):
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg)
-        for layer in self.layers:
-            layer.mixer = SizedByItsPart(cfg)  # type: ignore[assignment]
-
-
 def sized_by_its_part_lm():  # type: ignore[no-untyped-def]
-    return _tiny_lm(SizedByItsPartLM)
+    return _tiny_lm(Fp32ResidualLM, SizedByItsPart)
