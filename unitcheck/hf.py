@@ -1112,12 +1112,8 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
         if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             inputs[name] = ids.clone()
-        elif "length" in name:  # full rows of the main input, token ids or feature frames
-            steps = seq if any(k.endswith("input_ids") for k in inputs) else _time_steps(inputs, cfg, seq)
-            hop = _find(cfg, "hop_length")
-            if "sample" in name and _is_int(hop):  # lengths in waveform samples, of the frames given
-                steps *= int(hop)
-            inputs[name] = torch.full((batch,), steps, dtype=torch.long)
+        elif "length" in name:
+            inputs[name] = _full_lengths(name, inputs, cfg, batch, seq)
         elif "mel" in name:
             mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
             inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
@@ -1512,7 +1508,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
-            out[name] = torch.full((batch,), n if ids is not None else _time_steps(inputs, cfg, seq), dtype=torch.long)
+            out[name] = _full_lengths(name, inputs, cfg, batch, seq)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
             out[name] = torch.zeros(batch, n, dtype=torch.long)
         elif low.endswith("_pos") or low.endswith("positions"):
@@ -1524,10 +1520,22 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
     return out
 
 
+def _full_lengths(name: str, inputs: Mapping[str, Any], cfg: Any, batch: int, seq: int) -> torch.Tensor:
+    """Per-example lengths that cover every row of the main input: its token ids, else its feature
+    frames, in waveform samples (frames times ``hop_length``) where the argument counts samples.
+    dots.3's audio encoder, given ``seq`` samples for 64 frames, kept one valid frame after
+    downsampling, and attention over one key."""
+    ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
+    steps = int(ids.shape[-1]) if ids is not None else _time_steps(inputs, cfg, seq)
+    hop = _find(cfg, "hop_length")
+    if ids is None and "sample" in name and _is_int(hop):
+        steps *= int(hop)
+    return torch.full((batch,), steps, dtype=torch.long)
+
+
 def _time_steps(inputs: Mapping[str, Any], cfg: Any, default: int) -> int:
     """The length of the main float input's time axis: its last axis that is not the feature
-    axis (dots.3's audio encoder takes (batch, 128 mel bins, frames); lengths of ``seq`` frames
-    left one valid frame after downsampling, and attention over one key)."""
+    axis (dots.3's audio encoder takes (batch, 128 mel bins, frames))."""
     main = next((v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() >= 2), None)
     if main is None:
         return default
