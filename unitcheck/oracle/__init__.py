@@ -38,7 +38,7 @@ from .local import local_mode
 from .result import Disagreement, FingerprintRow, OracleError, OracleResult
 
 __all__ = [
-    "check_fits_in_memory",
+    "check_fits_in_memory", "over_budget",
     "OracleResult", "Disagreement", "FingerprintRow", "OracleError", "verify", "verify_graph",
     "fingerprint", "fingerprint_graph", "prepare", "close", "draw", "RTOL",
 ]
@@ -129,14 +129,21 @@ def memory_budget() -> int:
         return 8 * 2**30
 
 
+def over_budget(need: int, holds: str, advice: str, of: str = "") -> str | None:
+    """The one-line refusal when ``need`` bytes exceed :func:`memory_budget`, else None."""
+    if need <= memory_budget():
+        return None
+    return (f"{holds} about {need / 2**30:.1f} GiB{of} (budget {memory_budget() / 2**30:.1f} GiB, "
+            f"UNITCHECK_ORACLE_MEMORY_GB): {advice}")
+
+
 def check_fits_in_memory(ug: UnitGraph) -> None:
     """Global mode holds every node's float64 value and gradient for two runs: refuse up front,
     in one line, what would otherwise end in the kernel's out-of-memory kill."""
-    need = 4 * float_bytes(ug.graph, itemsize=8)
-    if need > memory_budget():
-        raise OracleError(f"the oracle would hold about {need / 2**30:.1f} GiB of float64 values "
-                          f"(budget {memory_budget() / 2**30:.1f} GiB, UNITCHECK_ORACLE_MEMORY_GB): "
-                          "verify a smaller configuration or shorter inputs")
+    why = over_budget(4 * float_bytes(ug.graph, itemsize=8), "the oracle would hold",
+                      "verify a smaller configuration or shorter inputs", of=" of float64 values")
+    if why is not None:
+        raise OracleError(why)
 
 
 def fingerprint(model: nn.Module, example_inputs: Any, *, seed: int = 0, **infer_kw: Any) -> list[FingerprintRow]:

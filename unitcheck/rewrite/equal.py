@@ -63,13 +63,12 @@ def check_fits_in_memory(graph: fx.Graph) -> None:
     """Comparing holds the values and gradients of one step of both models: refuse up front, in
     one line, what would otherwise end in the kernel's out-of-memory kill (VibeVoice's acoustic
     decoder upsamples 3200 frames 3200 times: about 2 TiB)."""
-    from ..oracle import memory_budget
+    from ..oracle import over_budget
 
-    need = 4 * float_bytes(graph)
-    if need > memory_budget():
-        raise UsageError(f"comparing the regenerated module with the model would hold about {need / 2**30:.1f} GiB "
-                         f"(budget {memory_budget() / 2**30:.1f} GiB, UNITCHECK_ORACLE_MEMORY_GB): compare a smaller "
-                         "configuration or shorter inputs")
+    why = over_budget(4 * float_bytes(graph), "comparing the regenerated module with the model would hold",
+                      "compare a smaller configuration or shorter inputs")
+    if why is not None:
+        raise UsageError(why)
 
 
 def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool = False,
