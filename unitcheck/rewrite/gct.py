@@ -554,6 +554,12 @@ def _elementwise(n: fx.Node) -> bool:
     return n.op == "call_function" and (base_name(n) in _ELEMENTWISE or elementwise_extreme(n))  # xIELU's min(x, eps)
 
 
+def _condition(n: fx.Node) -> bool:
+    """A boolean value: what ``where`` selects by, not an operand."""
+    val = n.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype == torch.bool
+
+
 def _pre_activation(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool],
                     stop: fx.Node | None = None) -> tuple[fx.Node | None, list[fx.Node]]:
     """The one input-dependent value an activation's argument is an elementwise function of,
@@ -564,8 +570,7 @@ def _pre_activation(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool],
     while stack:
         cur = stack.pop()
         for p in cur.all_input_nodes:
-            val = p.meta.get("val")
-            if p in seen or (isinstance(val, torch.Tensor) and val.dtype == torch.bool):
+            if p in seen or _condition(p):
                 continue  # a condition (``where(x > 0, ...)``) selects; it is not an operand
             seen.add(p)
             if p is not stop and module_path(p) == mod and _elementwise(p):
@@ -586,8 +591,7 @@ def _data_join(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> fx
     operand: the first that takes two or more, where the inputs are combined."""
     mod, cur = module_path(n), n
     while True:
-        dd = [p for p in cur.all_input_nodes if _data_dependent(ctx, p, memo)
-              and not (isinstance(v := p.meta.get("val"), torch.Tensor) and v.dtype == torch.bool)]
+        dd = [p for p in cur.all_input_nodes if _data_dependent(ctx, p, memo) and not _condition(p)]
         if len(dd) > 1 and cur is not n:
             return cur
         if len(dd) != 1 or module_path(dd[0]) != mod or not _elementwise(dd[0]):
