@@ -318,7 +318,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
     ``nested``: ``cfg`` is one, whose layers its parent may name)."""
     plan = shrink.plan
     declared = _declared(type(cfg))
-    values = {k: v for k in declared if (v := _get(cfg, k, _SAME)) is not _SAME}
+    values = _declared_values(cfg)
     subs = _subconfigs(cfg)
     out: dict[str, Any] = {}
     width = _main_width(cfg)
@@ -492,6 +492,11 @@ def _rescale_rope_sections(values: Mapping[str, Any], out: dict[str, Any], new_h
 _SAME = object()
 
 
+def _declared_values(cfg: Any) -> dict[str, Any]:
+    """The config's values of the fields its class declares (those it holds)."""
+    return {k: v for k in _declared(type(cfg)) if (v := _get(cfg, k, _SAME)) is not _SAME}
+
+
 def _map_layer_indices(value: list[int] | tuple[int, ...], n0: int, n: int) -> Any:
     """Indices into ``n0`` layers spread over the ``n`` kept (negative ones count from the end),
     or None when one is out of range."""
@@ -527,7 +532,7 @@ def _follow_sibling_layers(values: Mapping[str, Any], subs: Mapping[str, Any], o
     fix(values, out)
     for name, sub in subs.items():
         if isinstance(out.get(name), dict):
-            fix({k: v for k in _declared(type(sub)) if (v := _get(sub, k, _SAME)) is not _SAME}, out[name])
+            fix(_declared_values(sub), out[name])
 
 
 def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shrink: _Shrink, *, ratio: float,
