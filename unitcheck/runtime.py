@@ -23,11 +23,33 @@ def copy_into(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False)
     return src.to(device=self.device, dtype=self.dtype).expand_as(self).clone()
 
 
-def expect_sizes(x: torch.Tensor, sizes: tuple[int | None, ...], name: str) -> None:
-    """Refuse an input whose sizes differ where the capture fixed them (None: free): the graph
-    holds the example's sizes there (reshapes, position tables, image grids), and another size
+# an expected size: fixed (an int), free (None) or a range (lowest, highest or None: unbounded)
+Size = int | tuple[int, int | None] | None
+
+
+def _fits(want: Size, got: int) -> bool:
+    if want is None:
+        return True
+    if isinstance(want, int):
+        return got == want
+    return got >= want[0] and (want[1] is None or got <= want[1])
+
+
+def _spelled(want: Size) -> str:
+    if want is None:
+        return "*"
+    if isinstance(want, int):
+        return str(want)
+    return f"{want[0] or ''}..{'' if want[1] is None else want[1]}"
+
+
+def expect_sizes(x: torch.Tensor, sizes: tuple[Size, ...], name: str) -> None:
+    """Refuse an input whose sizes differ where the capture fixed them (None: free), or lie
+    outside the range a branch on them held for: the graph holds the example's sizes there
+    (reshapes, position tables, image grids) or the branch its sizes took, and another size
     would fail deep inside it or compute something else."""
-    if x.dim() != len(sizes) or any(s is not None and s != d for s, d in zip(sizes, x.shape)):
-        want = ", ".join("*" if s is None else str(s) for s in sizes)
+    if x.dim() != len(sizes) or not all(_fits(s, d) for s, d in zip(sizes, x.shape)):
+        want = ", ".join(map(_spelled, sizes))
         raise ValueError(f"{name}: expected sizes ({want}), got ({', '.join(map(str, x.shape))}); this "
-                         "module was generated for those sizes (* is free): regenerate it from an example of the size you need")
+                         "module was generated for those sizes (* is free, a..b a range the model's branches on "
+                         "sizes held for): regenerate it from an example of the size you need")

@@ -179,6 +179,9 @@ class TracedGraph:
     state_after: dict[tuple[str, str], Any] = field(default_factory=dict)  # (module, attribute): value set
     # host random generators the forward drew from ("numpy", "random"): the graph holds one draw
     host_draws: list[str] = field(default_factory=list)
+    # symbolic input size -> the range a branch on it narrowed it to (``if x.size(1) > 8``: (9,
+    # None)); the graph holds that branch only, so generated code checks the range (export only)
+    size_ranges: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for n in self.gm.graph.nodes:  # graph walks tell parameters from data (graphs.stream_source)
@@ -706,12 +709,31 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             b = buffers.get(str(out.target), params.get(str(out.target)))
             mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
     g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
-                    out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec)
+                    out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec,
+                    size_ranges=_narrowed_sizes(ep))
     if real:
         g.notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
                        f"an integer input or buffer){where}; the example's values decided it, so the graph holds "
                        "their branch")
     return g
+
+
+def _narrowed_sizes(ep: Any) -> dict[str, tuple[int, int | None]]:
+    """The symbolic sizes a guard narrowed: export gives a free size the range [2, oo) (0 and 1
+    are specialised) and narrows it where the model branches on it. A lower bound of 2 is that
+    specialisation's, not the model's, so it is not kept (the graph ran at size 1 before)."""
+    from torch.utils._sympy.numbers import int_oo
+
+    out: dict[str, tuple[int, int | None]] = {}
+    for sym, vr in ep.range_constraints.items():
+        try:
+            lo = int(vr.lower)
+        except TypeError:  # -oo: no lower bound beyond the sizes' own
+            lo = 0
+        hi = None if vr.upper == int_oo else int(vr.upper)
+        if lo > 2 or hi is not None:
+            out[str(sym)] = (lo if lo > 2 else 0, hi)
+    return out
 
 
 def _may_replay(method: str, dynamic: bool, errors: list[tuple[str, BaseException]]) -> bool:

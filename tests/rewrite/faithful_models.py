@@ -432,3 +432,31 @@ class NoiseOfItsShape(nn.Module):
         if x.shape[1] > 3:
             x = x + 0.1 * noise
         return self.proj(x)
+
+
+class ScaledWhenLong(nn.Module):
+    """Dynamic RoPE in small (``if seq_len > max_position_embeddings: rescale``): a branch on a
+    size that export takes for the example's length and keeps as a range of that size."""
+
+    def __init__(self, limit: int = 8) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.limit = limit
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        if x.shape[1] > self.limit:
+            h = h * (self.limit / x.shape[1])
+        return h
+
+
+class PositionTable(nn.Module):
+    """Learned positions sliced to the input's length: export bounds the length by the table's."""
+
+    def __init__(self, n_pos: int = 8) -> None:
+        super().__init__()
+        self.pos = nn.Parameter(torch.randn(n_pos, 4))
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x + self.pos[: x.shape[1]])

@@ -33,10 +33,12 @@ from .faithful_models import (
     NoGradCycles,
     NoiseOfItsShape,
     NumpyMask,
+    PositionTable,
     ReflectPReLU,
     Relative,
     Resampling,
     RescalesOnce,
+    ScaledWhenLong,
     ShiftFromSize,
     StraightThrough,
     SwitchesOnce,
@@ -214,6 +216,31 @@ def test_a_model_export_cannot_size_symbolically_regenerates_at_the_example_size
     assert same_computation(model, res.module, (x,), training=True)
     with pytest.raises(ValueError, match=r"^x: expected sizes \(2, 5, 8\), got \(2, 6, 8\)"):
         res.module(torch.randn(2, 6, 8))
+
+
+def test_a_branch_on_a_size_holds_only_for_the_sizes_it_was_taken_for() -> None:
+    """Export takes ``if x.shape[1] > 8`` for the example's length and narrows that size to 9 and
+    up; a shorter input would run the long branch silently. The generated module computes the
+    model in that range and refuses a size outside it, naming the range."""
+    torch.manual_seed(0)
+    model = ScaledWhenLong()
+    res = rewrite(model, (torch.randn(2, 16, 4),), to="identity")
+    assert same_computation(model, res.module, (torch.randn(3, 12, 4),), training=False)
+    assert same_computation(model, res.module, (torch.randn(3, 12, 4),), training=True)
+    with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, 9\.\., \*\), got \(2, 4, 4\)"):
+        res.module(torch.randn(2, 4, 4))
+
+
+def test_a_size_bounded_by_a_table_keeps_its_bound_but_not_exports_lower_one() -> None:
+    """A length bounded by a position table is checked against it; export's own lower bound of
+    2 (sizes 0 and 1 are specialised) is not the model's, so a single position still runs."""
+    torch.manual_seed(0)
+    model = PositionTable()
+    res = rewrite(model, (torch.randn(2, 6, 4),), to="identity")
+    assert same_computation(model, res.module, (torch.randn(2, 1, 4),), training=False)
+    assert same_computation(model, res.module, (torch.randn(2, 8, 4),), training=True)
+    with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, \.\.8, \*\), got \(2, 9, 4\)"):
+        res.module(torch.randn(2, 9, 4))
 
 
 def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,7 +31,7 @@ from torch.utils import _pytree as pytree
 from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
-from ..runtime import copy_into, expect_sizes, update_buffer
+from ..runtime import Size, copy_into, expect_sizes, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
 from .outputs import declared_order
 from .patterns import set_attr
@@ -88,12 +88,12 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
     updates the capture returned as outputs are copied back into their buffers."""
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
-    fixed: list[tuple[fx.Node, tuple[int | None, ...]]] = []
+    fixed: list[tuple[fx.Node, tuple[Size, ...]]] = []
     for node in traced.graph.nodes:
         leaf = traced.leaves.get(node.name)
         if node.op == "placeholder" and (leaf is None or leaf.kind == "input"):
             env[node] = graph.placeholder(node.name)
-            sizes = _fixed_sizes(node)
+            sizes = _expected_sizes(node, traced.size_ranges)
             if sizes is not None:
                 fixed.append((env[node], sizes))
             continue
@@ -121,13 +121,14 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
     return graph
 
 
-def _fixed_sizes(node: fx.Node) -> tuple[int | None, ...] | None:
-    """An input's sizes where the capture fixed them (None where they stay symbolic), or None
-    when every size is free or the input is not a tensor."""
+def _expected_sizes(node: fx.Node, ranges: dict[str, tuple[int, int | None]]) -> tuple[Size, ...] | None:
+    """An input's sizes where the capture fixed them, or the range a branch on a symbolic size
+    narrowed it to (None where it is free); None when every size is free or the input is not a
+    tensor."""
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
         return None
-    sizes = tuple(d if isinstance(d, int) else None for d in val.shape)
+    sizes = tuple(d if isinstance(d, int) else ranges.get(str(d.node.expr)) for d in val.shape)
     return sizes if any(d is not None for d in sizes) else None
 
 
