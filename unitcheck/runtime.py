@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["update_buffer", "copy_into", "expect_sizes"]
+__all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -53,3 +53,15 @@ def expect_sizes(x: torch.Tensor, sizes: tuple[Size, ...], name: str) -> None:
         raise ValueError(f"{name}: expected sizes ({want}), got ({', '.join(map(str, x.shape))}); this "
                          "module was generated for those sizes (* is free, a..b a range the model's branches on "
                          "sizes held for): regenerate it from an example of the size you need")
+
+
+def expect_value(value: object, expected: object, name: str) -> None:
+    """Refuse a non-tensor argument other than the example's (a temperature, a flag, an optional
+    input given as None): the capture fixed it, so the graph computes with the example's value
+    whatever it is given."""
+    if value is expected or (type(value) is type(expected) and not isinstance(value, torch.Tensor)
+                             and value == expected):
+        return
+    got = f"a {type(value).__name__}" if isinstance(value, torch.Tensor) else repr(value)
+    raise ValueError(f"{name}: this module was generated for {name}={expected!r}, got {got}; the capture fixed "
+                     "the value: regenerate it from an example with the value you need")

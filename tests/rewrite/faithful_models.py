@@ -460,3 +460,16 @@ class PositionTable(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x + self.pos[: x.shape[1]])
+
+
+class ScaledByArgument(nn.Module):
+    """Non-tensor arguments (a temperature, an optional mask passed as None): export keeps the
+    example's values in the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0, mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.proj(x) * scale
+        return h if mask is None else h * mask

@@ -38,6 +38,7 @@ from .faithful_models import (
     Relative,
     Resampling,
     RescalesOnce,
+    ScaledByArgument,
     ScaledWhenLong,
     ShiftFromSize,
     StraightThrough,
@@ -241,6 +242,20 @@ def test_a_size_bounded_by_a_table_keeps_its_bound_but_not_exports_lower_one() -
     assert same_computation(model, res.module, (torch.randn(2, 8, 4),), training=True)
     with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, \.\.8, \*\), got \(2, 9, 4\)"):
         res.module(torch.randn(2, 9, 4))
+
+
+def test_an_argument_the_capture_fixed_is_checked_not_ignored() -> None:
+    """A float argument and an optional tensor passed as None are constants in the graph: the
+    generated module takes them, computes the model for the example's values and refuses others
+    (it would otherwise multiply by the example's scale whatever it is given)."""
+    torch.manual_seed(0)
+    model, x = ScaledByArgument(), torch.randn(2, 5, 4)
+    res = rewrite(model, (x, 2.0, None), to="identity")
+    assert same_computation(model, res.module, (x, 2.0, None), training=False)
+    with pytest.raises(ValueError, match=r"^scale: this module was generated for scale=2\.0, got 3\.0"):
+        res.module(x, 3.0, None)
+    with pytest.raises(ValueError, match=r"^mask: this module was generated for mask=None, got a Tensor"):
+        res.module(x, 2.0, torch.ones(2, 5, 4))
 
 
 def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:

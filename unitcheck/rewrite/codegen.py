@@ -31,7 +31,7 @@ from torch.utils import _pytree as pytree
 from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
-from ..runtime import Size, copy_into, expect_sizes, update_buffer
+from ..runtime import Size, copy_into, expect_sizes, expect_value, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
 from .outputs import declared_order
 from .patterns import set_attr
@@ -88,19 +88,17 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
     updates the capture returned as outputs are copied back into their buffers."""
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
-    fixed: list[tuple[fx.Node, tuple[Size, ...]]] = []
+    checks: list[tuple[Any, tuple[Any, ...]]] = []
     for node in traced.graph.nodes:
         leaf = traced.leaves.get(node.name)
         if node.op == "placeholder" and (leaf is None or leaf.kind == "input"):
-            env[node] = graph.placeholder(node.name)
-            sizes = _expected_sizes(node, traced.size_ranges)
-            if sizes is not None:
-                fixed.append((env[node], sizes))
+            env[node] = ph = graph.placeholder(node.name)
+            checks += _input_checks(node, ph, traced.size_ranges)
             continue
-        if fixed and node.op != "placeholder":  # the inputs' checks open the body
-            for ph, sizes in fixed:
-                graph.call_function(expect_sizes, (ph, sizes, ph.name))
-            fixed = []
+        if checks and node.op != "placeholder":  # the inputs' checks open the body
+            for check, args in checks:
+                graph.call_function(check, args)
+            checks = []
         if node.op == "placeholder":
             assert leaf is not None
             value = leaf.value.detach().clone()
@@ -119,6 +117,23 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
         env[node] = copy = graph.node_copy(node, lambda n: env[n])
         copy.target = _EMIT_AS.get(copy.target, copy.target)  # type: ignore[call-overload]
     return graph
+
+
+def _input_checks(node: fx.Node, ph: fx.Node, ranges: dict[str, tuple[int, int | None]]) -> list[tuple[Any, tuple[Any, ...]]]:
+    """What the generated forward checks of one input on entry: a tensor's sizes where the
+    capture fixed or narrowed them; any other argument's value, which the capture fixed."""
+    if "val" not in node.meta:  # symbolic tracing records no values
+        return []
+    val = node.meta["val"]
+    if _literal(val):
+        return [(expect_value, (ph, val, ph.name))]
+    sizes = _expected_sizes(node, ranges)
+    return [] if sizes is None else [(expect_sizes, (ph, sizes, ph.name))]
+
+
+def _literal(value: Any) -> bool:
+    """A value generated source can spell as itself (export flattens containers into these)."""
+    return value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value))
 
 
 def _expected_sizes(node: fx.Node, ranges: dict[str, tuple[int, int | None]]) -> tuple[Size, ...] | None:
