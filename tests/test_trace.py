@@ -81,6 +81,25 @@ def test_symbolic_tracing_agrees_with_export_on_rule_codes(name: str) -> None:
     assert via_fx.coverage == 1.0
 
 
+class _Tempered(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, temperature: float = 1.0, mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.proj(x) / temperature
+        return h if mask is None else h * mask
+
+
+def test_symbolic_tracing_keeps_the_value_of_a_non_tensor_argument() -> None:
+    """Symbolic tracing fixes non-tensor arguments and asserts their values in the graph; the
+    values recorded for the graph's nodes are the example's (not None, which failed the assert)."""
+    g = trace(_Tempered(), (torch.randn(2, 3, 4), 2.0, None), method="fx")
+    assert g.method == "fx"
+    asserted = [n for n in g.graph.nodes if n.op == "call_function" and n.target is torch._assert]
+    assert len(asserted) == 1 and "temperature has been specialized to have value 2.0" in str(asserted[0].args)
+
+
 def test_bad_example_inputs_are_a_clear_error() -> None:
     with pytest.raises(TypeError):
         trace(nn.Linear(2, 2), "not inputs")

@@ -796,7 +796,10 @@ def _symbolic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             elif isinstance(value, torch.Tensor):
                 is_buffer = id(value) in names
                 leaves[n.name] = Leaf("buffer" if is_buffer else "constant", names.get(id(value), n.target), value)
-    flat = [leaves[n.name].value if n.name in leaves else None for n in gm.graph.nodes if n.op == "placeholder"]
+    # one placeholder per parameter, in order; an argument fixed by concrete_args keeps its value,
+    # which the graph asserts (``torch._assert``)
+    flat = [leaves[n.name].value if n.name in leaves else concrete.get(name)
+            for n, name in zip([n for n in gm.graph.nodes if n.op == "placeholder"], sig.parameters)]
     _record_values(gm, flat)
     return TracedGraph(gm, "fx", leaves, model, args, kwargs)
 
