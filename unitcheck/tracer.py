@@ -511,14 +511,93 @@ _SHAPE_ONLY = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "zer
                "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "size", "dim", "numel"}
 
 
+# ops that test values for being finite, and the boolean ops that combine such tests into a
+# branch condition (``if torch.isinf(h).any() or torch.isnan(h).any()``)
+_FINITE_TESTS = {"isfinite", "isinf", "isnan", "isposinf", "isneginf"}
+_BOOLEAN = {"any", "all", "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "bitwise_and",
+            "bitwise_or", "bitwise_xor", "__and__", "__or__", "__xor__", "__invert__", "ne", "eq", "item",
+            "_local_scalar_dense", "to", "_to_copy", "view", "reshape", "squeeze"}
+
+
+def _finiteness(graph: fx.Graph) -> dict[fx.Node, bool | None]:
+    """For each finiteness test of some values (a finite test, or boolean ops over finiteness
+    tests and constants only), the value it takes when every tested value is finite; None for
+    any other node, and for a test whose value cannot be told."""
+    value: dict[fx.Node, bool | None] = {}
+    for n in graph.nodes:
+        name = getattr(n.target, "__name__", "").split(".")[0]
+        inputs = n.all_input_nodes
+        value[n] = None
+        if n.op != "call_function":
+            continue
+        if name in _FINITE_TESTS:
+            value[n] = name == "isfinite"
+        elif name in _BOOLEAN and inputs and all(value.get(a) is not None for a in inputs):
+            value[n] = _boolean(name, [value[a] if isinstance(a, fx.Node) else a for a in n.args])
+    return value
+
+
+def _boolean(name: str, args: list[Any]) -> bool | None:
+    """The value of a boolean op over tensors whose elements all hold one value."""
+    bits = [bool(a) if isinstance(a, (bool, int)) else None for a in args]
+    if name in ("logical_not", "bitwise_not", "__invert__"):
+        return not bits[0] if bits[0] is not None else None
+    if name in ("any", "all", "item", "_local_scalar_dense", "to", "_to_copy", "view", "reshape", "squeeze"):
+        return bits[0]
+    if len(bits) < 2 or bits[0] is None or bits[1] is None:
+        return None
+    a, b = bits[0], bits[1]
+    table = {"logical_and": a and b, "bitwise_and": a and b, "__and__": a and b, "logical_or": a or b,
+             "bitwise_or": a or b, "__or__": a or b, "logical_xor": a != b, "bitwise_xor": a != b, "__xor__": a != b,
+             "eq": a == b, "ne": a != b}
+    return table.get(name)
+
+
+FINITE_PATH = "holds the path of finite values"  # the note of a capture that did
+FINITE_KEY = "unitcheck_finite_test"  # node.meta["custom"]: reads a finiteness test into Python (its line)
+_READS = {"item", "_local_scalar_dense"}
+
+
+def _mark_finite_reads(graph: fx.Graph) -> None:
+    """Mark where the graph reads a finiteness test into Python, with the line that branches on
+    it; the mark survives lowering, which decomposes the tests themselves."""
+    finite = _finiteness(graph)
+    for n in graph.nodes:
+        if finite[n] is not None and getattr(n.target, "__name__", "").split(".")[0] in _READS:
+            frames = frames_from_text(str(n.meta.get("stack_trace") or ""))
+            at = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "an unknown line"
+            n.meta.setdefault("custom", {})[FINITE_KEY] = at
+
+
+def _explain_finite_asserts(graph: fx.Graph) -> None:
+    """The runtime assertion of a finiteness branch says what failed (export's says ``Ne(u0, 1)``)."""
+    for n in graph.nodes:
+        if n.target is not aten._assert_scalar.default:
+            continue
+        seen: set[fx.Node] = set()
+        todo = list(n.all_input_nodes)
+        while todo:
+            a = todo.pop()
+            at = (a.meta.get("custom") or {}).get(FINITE_KEY)
+            if at is not None:
+                n.args = (n.args[0], f"values tested at {at} are not finite, and the model takes another branch "
+                                     "for them there; this module was generated from finite values and holds "
+                                     "their branch only")
+                break
+            if a not in seen and len(seen) < 64:
+                seen.add(a)
+                todo += a.all_input_nodes
+
+
 @dataclass
 class _Specialisation:
     """What export with real values decided: the guarded expressions, and for every value read
     into Python (an unbacked symbol) whether it derives from floating-point data and where."""
 
-    guarded: list[Any] = field(default_factory=list)
+    guarded: list[tuple[Any, Any]] = field(default_factory=list)  # (expression, what it was decided)
     origin: dict[Any, tuple[bool, str]] = field(default_factory=dict)
     drawn: set[Any] = field(default_factory=set)  # symbols read from a random draw (LayerDrop)
+    finite: dict[Any, int] = field(default_factory=dict)  # finiteness tests: their value for finite values
 
     def scan(self, graph: fx.Graph) -> None:
         """Record the symbols a graph binds, before dead code (a value read only to branch on)
@@ -526,6 +605,7 @@ class _Specialisation:
         input or buffer) reaches it through anything but a shape query."""
         tainted: dict[fx.Node, bool] = {}
         drawn: dict[fx.Node, bool] = {}
+        finite = _finiteness(graph)
         for n in graph.nodes:
             name = getattr(n.target, "__name__", "").split(".")[0]
             drawn[n] = name in _RANDOM or any(drawn.get(a, False) for a in n.all_input_nodes)
@@ -540,6 +620,8 @@ class _Specialisation:
                 self.origin.setdefault(sym, (tainted[n], str(n.meta.get("stack_trace") or "")))
                 if drawn[n]:
                     self.drawn.add(sym)
+                if finite[n] is not None:
+                    self.finite[sym] = int(bool(finite[n]))
 
 
 @functools.cache
@@ -569,26 +651,45 @@ def _draws_kept() -> Iterator[None]:
         fx_node._side_effectful_functions.difference_update(added)
 
 
+def _running_line(lines: dict[str, int]) -> str:
+    """The innermost line of the running stack ("file:line") among ``lines``, or ""."""
+    for frame in reversed(traceback.extract_stack()):
+        at = f"{frame.filename}:{frame.lineno}"
+        if at in lines:
+            return at
+    return ""
+
+
 @contextlib.contextmanager
-def _real_values() -> Iterator[_Specialisation]:
+def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
     """Export with real-tensor propagation: a guard on a value export cannot know (a grid size read
     with ``.tolist()``, a mask's ``.any()``) is decided by the example's real value instead of
-    failing. Yields what was decided, for :func:`_check_specialised`."""
+    failing; ``overrides`` replaces the real values read at the lines it names ("file:line").
+    Yields what was decided, for :func:`_check_specialised`."""
     import torch._functorch.config as functorch_config
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     spec = _Specialisation()
     log_original = ShapeEnv._log_real_tensor_propagation
+    bind_original = ShapeEnv.set_real_tensor_prop_unbacked_vals
     dce_original = fx.Graph.eliminate_dead_code
 
     def record(self: Any, orig_expr: Any, unsound_result: Any) -> None:
-        spec.guarded.append(orig_expr)
+        spec.guarded.append((orig_expr, unsound_result))
+
+    def bind(self: Any, k: Any, v: Any) -> None:
+        # the key is a symbol or an expression of one (a bool read is bound as ``Eq(u0, 1)``)
+        syms: set[Any] = getattr(k, "free_symbols", set())
+        if overrides and len(syms) == 1 and (at := _running_line(overrides)):
+            v = k.xreplace({next(iter(syms)): overrides[at]})
+        bind_original(self, k, v)
 
     def dce(self: fx.Graph, *args: Any, **kwargs: Any) -> bool:
         spec.scan(self)
         return dce_original(self, *args, **kwargs)
 
     ShapeEnv._log_real_tensor_propagation = record  # type: ignore[method-assign]
+    ShapeEnv.set_real_tensor_prop_unbacked_vals = bind  # type: ignore[method-assign]
     fx.Graph.eliminate_dead_code = dce  # type: ignore[method-assign]
     try:
         with functorch_config.patch(fake_tensor_propagate_real_tensors=True,
@@ -596,28 +697,62 @@ def _real_values() -> Iterator[_Specialisation]:
             yield spec
     finally:
         ShapeEnv._log_real_tensor_propagation = log_original  # type: ignore[method-assign]
+        ShapeEnv.set_real_tensor_prop_unbacked_vals = bind_original  # type: ignore[method-assign]
         fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
 
 
-def _check_specialised(ep: Any, spec: _Specialisation) -> str:
-    """Where the graph was specialised on a real value; raises :class:`_ValueSpecialised` when
-    such a value derives from floating-point data (weights or activations), since the graph
-    would then hold one path of the model. Values read from integer inputs and buffers are
-    metadata (grid sizes, lengths, masks, positions): specialising on them is what the example
-    asks for."""
+class _FiniteMisdecided(Exception):
+    """Real-tensor propagation gave a finiteness test the value of values that are not finite
+    (DETR's encoder activations hold NaN there, though they are finite when the model runs): the
+    capture is repeated with the test's value for finite values at its line (a line, not a
+    symbol: the symbols are numbered in the order the path reads them)."""
+
+    def __init__(self, values: dict[str, int]) -> None:
+        super().__init__(", ".join(values))
+        self.values = values
+
+
+def _line_of(stack: str) -> str:
+    frames = frames_from_text(stack)
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+
+
+def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
+    """The notes on where the graph was specialised on a real value; raises
+    :class:`_ValueSpecialised` when such a value derives from floating-point data (weights or
+    activations), since the graph would then hold one path of the model. Values read from
+    integer inputs and buffers are metadata (grid sizes, lengths, masks, positions):
+    specialising on them is what the example asks for. A test of whether activations are finite
+    (DETR's clamp of overflowed values in training) holds the finite path, which every healthy
+    step takes, and the graph asserts it."""
     spec.scan(ep.graph_module.graph)
-    symbols = {s for e in spec.guarded for s in getattr(e, "free_symbols", ())}
-    first = ""
+    symbols = {s for e, _ in spec.guarded for s in getattr(e, "free_symbols", ())}
+    misdecided = {_line_of(spec.origin.get(sym, (True, ""))[1]): v for e, got in spec.guarded
+                  for sym, v in spec.finite.items() if e.free_symbols == {sym} and bool(e.xreplace({sym: v})) != bool(got)}
+    if misdecided:
+        raise _FiniteMisdecided(misdecided)
+    first, finite = "", []
     for sym in sorted(symbols, key=str):
         tainted, stack = spec.origin.get(sym, (True, ""))
         frames = frames_from_text(stack)
         at = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "an unknown line"
-        if sym in spec.drawn:  # the graph would hold the branch this draw took, and assert it
+        if sym in spec.finite:
+            finite += [at] if at not in finite else []
+        elif sym in spec.drawn:  # the graph would hold the branch this draw took, and assert it
             raise _DrawSpecialised(f"a branch on a random draw ({sym} at {at})")
-        if tainted:
+        elif tainted:
             raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
-        first = first or f" (first at {at})"
-    return first
+        else:
+            first = first or f" (first at {at})"
+    notes = []
+    if first or not finite:
+        notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
+                     f"an integer input or buffer){first}; the example's values decided it, so the graph holds "
+                     "their branch")
+    if finite:
+        notes.append(f"a branch on whether activations are finite (at {', '.join(finite[:3])}) {FINITE_PATH}; the "
+                     "graph asserts it, so values that are not finite fail there with a message")
+    return notes
 
 
 def _rebuilt_spec(spec: Any) -> Any:
@@ -655,17 +790,31 @@ def _size_markings_undone(inputs: Any) -> Iterator[None]:
 
 
 def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
-            lower_op: Callable[[Any], bool] | None, real: bool = False) -> TracedGraph:
+            lower_op: Callable[[Any], bool] | None, real: bool = False,
+            overrides: dict[str, int] | None = None) -> TracedGraph:
+    overrides = dict(overrides or {})
+    try:
+        return _export_once(model, args, kwargs, dynamic, lower_op, real, overrides)
+    except _FiniteMisdecided as err:
+        if "" in err.values or set(err.values) <= set(overrides) or len(overrides) > 64:
+            raise _ValueSpecialised(f"a test of whether activations are finite that the capture cannot give "
+                                    f"the finite values' path (at {err})") from None
+        return _export(model, args, kwargs, dynamic, lower_op, real, {**overrides, **err.values})
+
+
+def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
+                 lower_op: Callable[[Any], bool] | None, real: bool, overrides: dict[str, int]) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
-    where = ""
+    decided: list[str] = []
     lowered = False
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
-    with fx_traceback.preserve_node_meta(), _real_values() if real else contextlib.nullcontext() as spec, \
+    with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
             _size_markings_undone((args, kwargs)):
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
-            where = _check_specialised(ep, spec)
+            decided = _check_specialised(ep, spec)
+            _mark_finite_reads(ep.graph_module.graph)
         if _needs_lowering(ep.graph_module.graph, lower_op):
             _mark_detaches(ep.graph_module.graph)
             _mark_no_grad_regions(ep.graph_module.graph)
@@ -674,6 +823,8 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             lowered = True
             _cut_no_grad_regions(ep.graph_module.graph)
     gm = ep.graph_module
+    if real:
+        _explain_finite_asserts(gm.graph)
     names = _canonical_names(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     buffers = dict(model.named_buffers(remove_duplicate=False))
@@ -711,10 +862,7 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
     g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
                     out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec,
                     size_ranges=_narrowed_sizes(ep))
-    if real:
-        g.notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
-                       f"an integer input or buffer){where}; the example's values decided it, so the graph holds "
-                       "their branch")
+    g.notes += decided
     return g
 
 

@@ -22,6 +22,7 @@ from unitcheck.testing import same_computation
 from .faithful_models import (
     ROUNDING_KERNELS,
     ClampsItsWeight,
+    ClampsNonFinite,
     ConvNorm,
     CustomOp,
     DeadDropout,
@@ -256,6 +257,46 @@ def test_an_argument_the_capture_fixed_is_checked_not_ignored() -> None:
         res.module(x, 3.0, None)
     with pytest.raises(ValueError, match=r"^mask: this module was generated for mask=None, got a Tensor"):
         res.module(x, 2.0, torch.ones(2, 5, 4))
+
+
+def test_a_branch_on_finite_activations_holds_the_finite_path_and_asserts_it() -> None:
+    """DETR's clamp of overflowed activations branches on the activations (after a dropout, so on
+    a draw too): the capture holds the path finite values take, which is the model's on every
+    healthy step, and the generated module refuses other values at the line that tests them
+    instead of computing the finite path for them."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(ClampsNonFinite.forward)
+    in_training, always = (start + next(i for i, line in enumerate(lines) if test in line)
+                           for test in ("torch.isinf(h)", "torch.isfinite(h)"))
+    torch.manual_seed(0)
+    model, x = ClampsNonFinite(), torch.randn(2, 5, 4)
+    res = rewrite(model, (x,), to="identity")
+    assert any("whether activations are finite" in n and f"faithful_models.py:{in_training}" in n for n in res.notes)
+    assert same_computation(model, res.module, (x,), training=True)
+    assert same_computation(model, res.module, (x,), training=False)
+    overflowed = x.clone()
+    overflowed[0, 0, 0] = float("inf")
+    for line, training in ((always, False), (in_training, True)):
+        res.module.train(training)
+        with pytest.raises(RuntimeError, match=rf"values tested at .*faithful_models.py:{line} are not finite"):
+            res.module(overflowed)
+
+
+def test_the_finite_path_is_held_even_when_the_example_is_not_finite() -> None:
+    """The path held is the finite values' one whatever values the capture saw: real-tensor
+    propagation gives DETR's encoder activations NaN that the eager model never computes, and an
+    example may overflow itself. Captured from such an example, the module computes the model on
+    finite inputs and refuses the example."""
+    torch.manual_seed(0)
+    model, x = ClampsNonFinite(), torch.randn(2, 5, 4)
+    overflowed = x.clone()
+    overflowed[0, 0, 0] = float("inf")
+    res = rewrite(model, (overflowed,), to="identity")
+    assert same_computation(model, res.module, (x,), training=True)
+    assert same_computation(model, res.module, (x,), training=False)
+    with pytest.raises(RuntimeError, match=r"values tested at .*faithful_models.py:\d+ are not finite"):
+        res.module(overflowed)
 
 
 def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,14 @@ from torch.utils import _pytree as pytree
 
 from ..fxutil import base_name
 from ..infer import trace_for_inference
-from ..tracer import HOST_GENERATORS, SIZES_FIXED, TracedGraph, TraceError, set_attributes
+from ..tracer import (
+    FINITE_PATH,
+    HOST_GENERATORS,
+    SIZES_FIXED,
+    TracedGraph,
+    TraceError,
+    set_attributes,
+)
 
 __all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
 
@@ -410,16 +417,22 @@ def _steady(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bo
     return again
 
 
+def _kept_notes(tg: TracedGraph) -> list[str]:
+    """The capture's notes that concern the generated module: sizes it fixes, branches it asserts."""
+    return [n for n in tg.notes if SIZES_FIXED in n or FINITE_PATH in n]
+
+
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
     """Capture in eval mode (dynamic sizes), and again in training mode and in another float
     dtype to learn which literals follow them."""
     tg = trace_for_inference(model, example_inputs, dynamic=True)
     here = _float_dtype(model)
-    res = Captures(tg, None, here, None, [n for n in tg.notes if SIZES_FIXED in n])
+    res = Captures(tg, None, here, None, _kept_notes(tg))
     if tg.method != "export":
         res.notes.append("symbolic trace: training mode and dtype are those of the capture")
         return res
     train = trace_for_inference(model, example_inputs, dynamic=True, training=True)
+    res.notes += [n for n in _kept_notes(train) if n not in res.notes]
     _refuse_host_draws(model, example_inputs, tg, False)
     _refuse_host_draws(model, example_inputs, train, True)
     tg = res.eval = _steady(model, example_inputs, tg, False, res.notes)
