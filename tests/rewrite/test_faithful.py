@@ -220,29 +220,26 @@ def test_a_model_export_cannot_size_symbolically_regenerates_at_the_example_size
         res.module(torch.randn(2, 6, 8))
 
 
-def test_a_branch_on_a_size_holds_only_for_the_sizes_it_was_taken_for() -> None:
-    """Export takes ``if x.shape[1] > 8`` for the example's length and narrows that size to 9 and
-    up; a shorter input would run the long branch silently. The generated module computes the
-    model in that range and refuses a size outside it, naming the range."""
+@pytest.mark.parametrize(("model", "example", "inside", "outside", "said"), [
+    # ``if x.shape[1] > 8``: export narrows the length to 9 and up; a shorter input would run the
+    # long branch silently
+    (ScaledWhenLong, (2, 16, 4), [(3, 12, 4), (3, 9, 4)], (2, 4, 4), r"\(\*, 9\.\., \*\), got \(2, 4, 4\)"),
+    # a position table bounds the length; export's own lower bound of 2 (it specialises sizes 0
+    # and 1) is not the model's, so a single position still runs
+    (PositionTable, (2, 6, 4), [(2, 1, 4), (2, 8, 4)], (2, 9, 4), r"\(\*, \.\.8, \*\), got \(2, 9, 4\)"),
+])
+def test_a_branch_on_a_size_holds_only_in_the_range_it_was_taken_for(
+        model: type[nn.Module], example: tuple[int, ...], inside: list[tuple[int, ...]], outside: tuple[int, ...],
+        said: str) -> None:
+    """The generated module computes the model for sizes in the range export narrowed a size to,
+    in both modes, and refuses a size outside it, naming the range."""
     torch.manual_seed(0)
-    model = ScaledWhenLong()
-    res = rewrite(model, (torch.randn(2, 16, 4),), to="identity")
-    assert same_computation(model, res.module, (torch.randn(3, 12, 4),), training=False)
-    assert same_computation(model, res.module, (torch.randn(3, 12, 4),), training=True)
-    with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, 9\.\., \*\), got \(2, 4, 4\)"):
-        res.module(torch.randn(2, 4, 4))
-
-
-def test_a_size_bounded_by_a_table_keeps_its_bound_but_not_exports_lower_one() -> None:
-    """A length bounded by a position table is checked against it; export's own lower bound of
-    2 (sizes 0 and 1 are specialised) is not the model's, so a single position still runs."""
-    torch.manual_seed(0)
-    model = PositionTable()
-    res = rewrite(model, (torch.randn(2, 6, 4),), to="identity")
-    assert same_computation(model, res.module, (torch.randn(2, 1, 4),), training=False)
-    assert same_computation(model, res.module, (torch.randn(2, 8, 4),), training=True)
-    with pytest.raises(ValueError, match=r"^x: expected sizes \(\*, \.\.8, \*\), got \(2, 9, 4\)"):
-        res.module(torch.randn(2, 9, 4))
+    m = model()
+    res = rewrite(m, (torch.randn(*example),), to="identity")
+    for shape, training in zip(inside, (False, True)):
+        assert same_computation(m, res.module, (torch.randn(*shape),), training=training)
+    with pytest.raises(ValueError, match=r"^x: expected sizes " + said):
+        res.module(torch.randn(*outside))
 
 
 def test_an_argument_the_capture_fixed_is_checked_not_ignored() -> None:
