@@ -158,6 +158,13 @@ def frames_from_text(text: str) -> list[tuple[str, int, str]]:
     return [(m["file"], int(m["line"]), m["code"].strip()) for m in _FRAME.finditer(text + "\n")]
 
 
+def innermost_line(text: str, keep: Callable[[str], bool] | None = None) -> str:
+    """``file:line`` of the innermost frame of a formatted stack trace (of those whose file
+    ``keep`` accepts), or ""."""
+    frames = [f for f in frames_from_text(text) if keep is None or keep(f[0])]
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+
+
 def location(node: fx.Node) -> Location | None:
     """The innermost frame of the node's stack trace that lies in the user's code."""
     text = node.meta.get("stack_trace")

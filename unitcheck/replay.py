@@ -28,7 +28,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from .fxutil import frames_from_text, user_frame
+from .fxutil import innermost_line, user_frame
 
 __all__ = ["Recording", "record", "replayed"]
 
@@ -108,8 +108,7 @@ def _all_float64(model: nn.Module) -> bool:
 
 
 def _where(node: fx.Node) -> str:
-    frames = [f for f in frames_from_text(str(node.meta.get("stack_trace") or "")) if user_frame(f[0])]
-    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+    return innermost_line(str(node.meta.get("stack_trace") or ""), user_frame)
 
 
 def record(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Recording:

@@ -34,7 +34,7 @@ from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 from .errors import UnitcheckError
-from .fxutil import LEAF_KEY, frames_from_text, restore_module_paths, user_frame
+from .fxutil import LEAF_KEY, frames_from_text, innermost_line, restore_module_paths, user_frame
 from .quiet import quiet_loggers
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs", "to_meta"]
@@ -564,8 +564,7 @@ def _mark_finite_reads(graph: fx.Graph) -> None:
     finite = _finiteness(graph)
     for n in graph.nodes:
         if finite[n] is not None and getattr(n.target, "__name__", "").split(".")[0] in _READS:
-            frames = frames_from_text(str(n.meta.get("stack_trace") or ""))
-            at = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "an unknown line"
+            at = innermost_line(str(n.meta.get("stack_trace") or "")) or "an unknown line"
             n.meta.setdefault("custom", {})[FINITE_KEY] = at
 
 
@@ -712,11 +711,6 @@ class _FiniteMisdecided(Exception):
         self.values = values
 
 
-def _line_of(stack: str) -> str:
-    frames = frames_from_text(stack)
-    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
-
-
 def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     """The notes on where the graph was specialised on a real value; raises
     :class:`_ValueSpecialised` when such a value derives from floating-point data (weights or
@@ -727,15 +721,14 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     step takes, and the graph asserts it."""
     spec.scan(ep.graph_module.graph)
     symbols = {s for e, _ in spec.guarded for s in getattr(e, "free_symbols", ())}
-    misdecided = {_line_of(spec.origin.get(sym, (True, ""))[1]): v for e, got in spec.guarded
+    misdecided = {innermost_line(spec.origin.get(sym, (True, ""))[1]): v for e, got in spec.guarded
                   for sym, v in spec.finite.items() if e.free_symbols == {sym} and bool(e.xreplace({sym: v})) != bool(got)}
     if misdecided:
         raise _FiniteMisdecided(misdecided)
     first, finite = "", []
     for sym in sorted(symbols, key=str):
         tainted, stack = spec.origin.get(sym, (True, ""))
-        frames = frames_from_text(stack)
-        at = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "an unknown line"
+        at = innermost_line(stack) or "an unknown line"
         if sym in spec.finite:
             finite += [at] if at not in finite else []
         elif sym in spec.drawn:  # the graph would hold the branch this draw took, and assert it
