@@ -719,8 +719,11 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     specialising on them is what the example asks for. A test of whether activations are finite
     (DETR's clamp of overflowed values in training) holds the finite path, which every healthy
     step takes, and the graph asserts it."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
     spec.scan(ep.graph_module.graph)
-    symbols = {s for e, _ in spec.guarded for s in getattr(e, "free_symbols", ())}
+    # the values read into Python; an input's size in the same guard (``n + x.shape[1] > 10``) is not one
+    symbols = {s for e, _ in spec.guarded for s in free_unbacked_symbols(e)}
     misdecided = {innermost_line(spec.origin.get(sym, (True, ""))[1]): v for e, got in spec.guarded
                   for sym, v in spec.finite.items() if e.free_symbols == {sym} and bool(e.xreplace({sym: v})) != bool(got)}
     if misdecided:
@@ -863,14 +866,14 @@ def _narrowed_sizes(ep: Any) -> dict[str, tuple[int, int | None]]:
     """The symbolic sizes a guard narrowed: export gives a free size the range [2, oo) (0 and 1
     are specialised) and narrows it where the model branches on it. A lower bound of 2 is that
     specialisation's, not the model's, so it is not kept (the graph ran at size 1 before)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
     from torch.utils._sympy.numbers import int_oo
 
     out: dict[str, tuple[int, int | None]] = {}
     for sym, vr in ep.range_constraints.items():
-        try:
-            lo = int(vr.lower)
-        except TypeError:  # -oo: no lower bound beyond the sizes' own
-            lo = 0
+        if free_unbacked_symbols(sym):  # a value read into Python, not an input's size
+            continue
+        lo = 0 if vr.lower == -int_oo else int(vr.lower)
         hi = None if vr.upper == int_oo else int(vr.upper)
         if lo > 2 or hi is not None:
             out[str(sym)] = (lo if lo > 2 else 0, hi)

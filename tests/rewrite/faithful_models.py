@@ -494,3 +494,18 @@ class ClampsNonFinite(nn.Module):
         if not torch.isfinite(h).all():
             h = torch.nan_to_num(h)
         return self.out(h)
+
+
+class LongestPlusLength(nn.Module):
+    """Mimi's padding in small: a value read from an integer input (``lengths.max().item()``)
+    and the input's length in one branch condition."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        if lengths.max().item() + x.shape[1] > 10:
+            h = h * 2
+        return h

@@ -30,6 +30,7 @@ from .faithful_models import (
     DropsLowered,
     LateField,
     LogSumExpSink,
+    LongestPlusLength,
     LoweredCall,
     NoGradCycles,
     NoiseOfItsShape,
@@ -294,6 +295,19 @@ def test_the_finite_path_is_held_even_when_the_example_is_not_finite() -> None:
     assert same_computation(model, res.module, (x,), training=False)
     with pytest.raises(RuntimeError, match=r"values tested at .*faithful_models.py:\d+ are not finite"):
         res.module(overflowed)
+
+
+def test_a_branch_on_an_integer_value_and_a_size_is_decided_by_the_example() -> None:
+    """A value read from an integer input is metadata the example decides, and the graph
+    asserts it; an input's size in the same condition is not a value read from data (it was
+    taken for one, refusing Mimi's and PocketTTS's padding). Another decision fails loudly."""
+    torch.manual_seed(0)
+    model = LongestPlusLength()
+    res = rewrite(model, (torch.randn(2, 8, 4), torch.tensor([5, 8])), to="identity")
+    assert same_computation(model, res.module, (torch.randn(2, 8, 4), torch.tensor([3, 8])), training=False)
+    assert same_computation(model, res.module, (torch.randn(2, 6, 4), torch.tensor([5, 6])), training=True)
+    with pytest.raises(RuntimeError, match=r"Runtime assertion failed for expression 10 < s\d+ \+ u\d+"):
+        res.module(torch.randn(2, 2, 4), torch.tensor([1, 2]))
 
 
 def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
