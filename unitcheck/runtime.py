@@ -10,7 +10,8 @@ __all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value"]
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
     """Write a buffer update that the capture functionalised (batch-norm running statistics,
-    ``num_batches_tracked``) back in place, outside autograd, as the eager kernel does: a tracked
+    ``num_batches_tracked``, or an input the forward updates in place) back in place, outside
+    autograd, as the eager kernel does: a tracked
     ``copy_`` would bump the version of a tensor the backward pass saved."""
     with torch.no_grad():
         buffer.data.copy_(value)

@@ -172,6 +172,8 @@ class TracedGraph:
     # in-place updates: batch-norm running statistics in training mode, RWKV's rescaled weights);
     # other outputs are the user's
     mutations: dict[int, str] = field(default_factory=dict)
+    # flat output position -> the user input (placeholder name) it updates in place (``ids.clamp_``)
+    input_mutations: dict[int, str] = field(default_factory=dict)
     out_spec: Any = None  # the pytree structure of the user's outputs (export only)
     # Python attributes the model set on itself while captured ("rwkv.layers_are_rescaled: False
     # -> True"), since put back: the graph holds the path of that one call
@@ -855,7 +857,9 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
         if out.kind.name in ("BUFFER_MUTATION", "PARAMETER_MUTATION"):  # RWKV rescales weights in eval
             b = buffers.get(str(out.target), params.get(str(out.target)))
             mutations[i] = names.get(id(b), str(out.target)) if b is not None else str(out.target)
-    g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations,
+    inputs_updated = {i: str(out.target) for i, out in enumerate(ep.graph_signature.output_specs)
+                      if out.kind.name == "USER_INPUT_MUTATION"}
+    g = TracedGraph(gm, "export", leaves, model, args, kwargs, mutations=mutations, input_mutations=inputs_updated,
                     out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec,
                     size_ranges=_narrowed_sizes(ep))
     g.notes += decided

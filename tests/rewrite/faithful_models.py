@@ -509,3 +509,16 @@ class LongestPlusLength(nn.Module):
         if lengths.max().item() + x.shape[1] > 10:
             h = h * 2
         return h
+
+
+class ClampsItsInput(nn.Module):
+    """A forward that updates its input in place (token ids clamped to the table): the caller's
+    tensor changes, and export returns the update as one more output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(8, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        ids.clamp_(max=5)
+        return self.emb(ids)

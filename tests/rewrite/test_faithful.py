@@ -21,6 +21,7 @@ from unitcheck.testing import same_computation
 
 from .faithful_models import (
     ROUNDING_KERNELS,
+    ClampsItsInput,
     ClampsItsWeight,
     ClampsNonFinite,
     ConvNorm,
@@ -308,6 +309,17 @@ def test_a_branch_on_an_integer_value_and_a_size_is_decided_by_the_example() -> 
     assert same_computation(model, res.module, (torch.randn(2, 6, 4), torch.tensor([5, 6])), training=True)
     with pytest.raises(RuntimeError, match=r"Runtime assertion failed for expression 10 < s\d+ \+ u\d+"):
         res.module(torch.randn(2, 2, 4), torch.tensor([1, 2]))
+
+
+def test_an_input_updated_in_place_is_updated_not_returned() -> None:
+    """Export returns an in-place update of an input as an extra output; the generated module
+    writes it into the caller's tensor, as the model does, and returns what the model returns."""
+    model, ids = ClampsItsInput(), torch.tensor([[1, 7, 3], [6, 2, 0]])
+    res = rewrite(model, (ids.clone(),), to="identity")
+    mine, theirs = ids.clone(), ids.clone()
+    assert torch.equal(res.module(mine), model(theirs))
+    assert torch.equal(mine, theirs) and not torch.equal(mine, ids)
+    assert same_computation(model, res.module, (ids.clone(),), training=True)
 
 
 def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,7 +148,7 @@ def _expected_sizes(node: fx.Node, ranges: dict[str, tuple[int, int | None]]) ->
 
 
 def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], traced: TracedGraph) -> None:
-    """``update_buffer(buffer, new value)`` for each functionalised in-place update, then the
+    """``update_buffer(buffer or input, new value)`` for each functionalised in-place update, then the
     user's outputs in the structure the model returns them (a tensor, a tuple, a list, a dict;
     other containers, such as transformers' ModelOutput, as the flat tuple of their fields in
     declaration order)."""
@@ -157,9 +157,12 @@ def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], trace
         env[output] = graph.node_copy(output, lambda n: env[n])
         return
     user = []
+    inputs = {n.name: env[n] for n in traced.graph.nodes if n.op == "placeholder" and n in env}
     for i, value in enumerate(flat):
         if i in traced.mutations:
             graph.call_function(update_buffer, (graph.get_attr(traced.mutations[i]), env[value]))
+        elif traced.input_mutations.get(i) in inputs:  # the caller's tensor, updated in place as eager does
+            graph.call_function(update_buffer, (inputs[traced.input_mutations[i]], env[value]))
         else:
             user.append(env[value] if isinstance(value, fx.Node) else value)
     spec = traced.out_spec
