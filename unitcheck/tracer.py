@@ -18,6 +18,7 @@ import contextlib
 import functools
 import io
 import logging
+import operator
 import pickle
 import re
 import traceback
@@ -34,7 +35,14 @@ from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 from .errors import UnitcheckError
-from .fxutil import LEAF_KEY, frames_from_text, innermost_line, restore_module_paths, user_frame
+from .fxutil import (
+    LEAF_KEY,
+    base_name,
+    frames_from_text,
+    innermost_line,
+    restore_module_paths,
+    user_frame,
+)
 from .quiet import quiet_loggers
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs", "to_meta"]
@@ -516,9 +524,15 @@ _SHAPE_ONLY = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "zer
 # ops that test values for being finite, and the boolean ops that combine such tests into a
 # branch condition (``if torch.isinf(h).any() or torch.isnan(h).any()``)
 _FINITE_TESTS = {"isfinite", "isinf", "isnan", "isposinf", "isneginf"}
-_BOOLEAN = {"any", "all", "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "bitwise_and",
-            "bitwise_or", "bitwise_xor", "__and__", "__or__", "__xor__", "__invert__", "ne", "eq", "item",
-            "_local_scalar_dense", "to", "_to_copy", "view", "reshape", "squeeze"}
+_KEEPS = {"any", "all", "item", "_local_scalar_dense", "to", "_to_copy", "view", "reshape", "squeeze"}  # the value
+_NEGATES = {"logical_not", "bitwise_not", "__invert__"}
+_COMBINES: dict[str, Callable[[bool, bool], bool]] = {
+    **dict.fromkeys(("logical_and", "bitwise_and", "__and__"), operator.and_),
+    **dict.fromkeys(("logical_or", "bitwise_or", "__or__"), operator.or_),
+    **dict.fromkeys(("logical_xor", "bitwise_xor", "__xor__", "ne"), operator.ne),
+    "eq": operator.eq,
+}
+_BOOLEAN = _KEEPS | _NEGATES | set(_COMBINES)
 
 
 def _finiteness(graph: fx.Graph) -> dict[fx.Node, bool | None]:
@@ -527,11 +541,10 @@ def _finiteness(graph: fx.Graph) -> dict[fx.Node, bool | None]:
     any other node, and for a test whose value cannot be told."""
     value: dict[fx.Node, bool | None] = {}
     for n in graph.nodes:
-        name = getattr(n.target, "__name__", "").split(".")[0]
-        inputs = n.all_input_nodes
         value[n] = None
         if n.op != "call_function":
             continue
+        name, inputs = base_name(n), n.all_input_nodes
         if name in _FINITE_TESTS:
             value[n] = name == "isfinite"
         elif name in _BOOLEAN and inputs and all(value.get(a) is not None for a in inputs):
@@ -542,17 +555,13 @@ def _finiteness(graph: fx.Graph) -> dict[fx.Node, bool | None]:
 def _boolean(name: str, args: list[Any]) -> bool | None:
     """The value of a boolean op over tensors whose elements all hold one value."""
     bits = [bool(a) if isinstance(a, (bool, int)) else None for a in args]
-    if name in ("logical_not", "bitwise_not", "__invert__"):
-        return not bits[0] if bits[0] is not None else None
-    if name in ("any", "all", "item", "_local_scalar_dense", "to", "_to_copy", "view", "reshape", "squeeze"):
+    if name in _KEEPS:
         return bits[0]
+    if name in _NEGATES:
+        return None if bits[0] is None else not bits[0]
     if len(bits) < 2 or bits[0] is None or bits[1] is None:
         return None
-    a, b = bits[0], bits[1]
-    table = {"logical_and": a and b, "bitwise_and": a and b, "__and__": a and b, "logical_or": a or b,
-             "bitwise_or": a or b, "__or__": a or b, "logical_xor": a != b, "bitwise_xor": a != b, "__xor__": a != b,
-             "eq": a == b, "ne": a != b}
-    return table.get(name)
+    return _COMBINES[name](bits[0], bits[1])
 
 
 FINITE_PATH = "holds the path of finite values"  # the note of a capture that did
@@ -565,7 +574,7 @@ def _mark_finite_reads(graph: fx.Graph) -> None:
     it; the mark survives lowering, which decomposes the tests themselves."""
     finite = _finiteness(graph)
     for n in graph.nodes:
-        if finite[n] is not None and getattr(n.target, "__name__", "").split(".")[0] in _READS:
+        if finite[n] is not None and base_name(n) in _READS:
             at = innermost_line(str(n.meta.get("stack_trace") or "")) or "an unknown line"
             n.meta.setdefault("custom", {})[FINITE_KEY] = at
 

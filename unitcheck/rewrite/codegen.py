@@ -127,7 +127,7 @@ def _input_checks(node: fx.Node, ph: fx.Node, ranges: dict[str, tuple[int, int |
     val = node.meta["val"]
     if _literal(val):
         return [(expect_value, (ph, val, ph.name))]
-    sizes = _expected_sizes(node, ranges)
+    sizes = _expected_sizes(val, ranges)
     return [] if sizes is None else [(expect_sizes, (ph, sizes, ph.name))]
 
 
@@ -136,11 +136,10 @@ def _literal(value: Any) -> bool:
     return value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value))
 
 
-def _expected_sizes(node: fx.Node, ranges: dict[str, tuple[int, int | None]]) -> tuple[Size, ...] | None:
+def _expected_sizes(val: Any, ranges: dict[str, tuple[int, int | None]]) -> tuple[Size, ...] | None:
     """An input's sizes where the capture fixed them, or the range a branch on a symbolic size
     narrowed it to (None where it is free); None when every size is free or the input is not a
     tensor."""
-    val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
         return None
     sizes = tuple(d if isinstance(d, int) else ranges.get(str(d.node.expr)) for d in val.shape)
@@ -157,7 +156,8 @@ def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], trace
         env[output] = graph.node_copy(output, lambda n: env[n])
         return
     user = []
-    inputs = {n.name: env[n] for n in traced.graph.nodes if n.op == "placeholder" and n in env}
+    inputs = {n.name: env[n] for n in traced.graph.nodes if n.op == "placeholder" and n in env} \
+        if traced.input_mutations else {}
     for i, value in enumerate(flat):
         if i in traced.mutations:
             graph.call_function(update_buffer, (graph.get_attr(traced.mutations[i]), env[value]))
