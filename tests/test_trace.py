@@ -341,16 +341,38 @@ class LayerDrop(nn.Module):
         return x
 
 
-def test_a_branch_on_a_random_draw_is_a_data_dependent_branch() -> None:
+class NoisyGate(nn.Module):
+    """A branch on a normal draw: no value of it keeps every layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x) if self.training and torch.randn([]) > 0 else x
+
+
+def test_a_branch_on_a_random_draw_holds_every_layer_and_marks_what_it_guards() -> None:
     """Export with real values took the example draw's branch and asserted it in the graph:
     code generated from it failed at random in training ("Runtime assertion failed for
-    expression Ne(u1, 1)", LASR's null rewrite in the zoo)."""
+    expression Ne(u1, 1)", LASR's null rewrite in the zoo). The capture now holds the path on
+    which every layer runs (whatever the example drew) and marks, for each draw, the nodes it
+    guards and the value a dropped layer leaves, which is the stream as it came in."""
+    from unitcheck.draws import GUARDED, READ, SKIP
     from unitcheck.infer import trace_for_inference
 
     torch.manual_seed(0)
-    with pytest.raises(TraceError, match="data-dependent branch on a random draw at .*test_trace.py.*torch.rand"):
-        trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True, training=True)
+    tg = trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True, training=True)
+    assert any("LayerDrop, at" in n and "test_trace.py" in n for n in tg.notes)
+    linears = [n for n in tg.graph.nodes if n.target is torch.ops.aten.linear.default]
+    assert len(linears) == 2
+    assert sorted(n.meta[READ][0] for n in tg.graph.nodes if READ in n.meta) == [0, 1]
+    assert [n.meta.get(GUARDED) for n in linears] == [0, 1]
+    x = next(n for n in tg.graph.nodes if n.op == "placeholder" and n.name == "x")
+    assert x.meta[SKIP] == [0]  # the first layer, dropped, leaves the input
     assert trace_for_inference(LayerDrop(), torch.randn(2, 4), dynamic=True).method == "export"  # eval: no draw
+    with pytest.raises(TraceError, match="random draw at .*test_trace.py.*not a uniform draw"):
+        trace_for_inference(NoisyGate(), torch.randn(2, 4), dynamic=True, training=True)
 
 
 class DictInput(nn.Module):

@@ -3,9 +3,12 @@ GCT blocks). Light on imports: a rewritten model loads without the analysis stac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
-__all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value"]
+__all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value", "layer_drop"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -66,3 +69,10 @@ def expect_value(value: object, expected: object, name: str) -> None:
     got = f"a {type(value).__name__}" if isinstance(value, torch.Tensor) else repr(value)
     raise ValueError(f"{name}: this module was generated for {name}={expected!r}, got {got}; the capture fixed "
                      "the value: regenerate it from an example with the value you need")
+
+
+def layer_drop(read: object, kept: int, layer: Callable[..., Any], dropped: Any, *inputs: Any) -> Any:
+    """LayerDrop as the model branches on it: ``layer(*inputs)`` where the draw the model read
+    (``read``) has the value that keeps the layer, else the value the model leaves when it drops
+    the layer (the stream as it came in)."""
+    return layer(*inputs) if int(read) == kept else dropped  # type: ignore[call-overload]

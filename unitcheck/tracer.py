@@ -34,6 +34,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
+from .draws import RANDOM, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
 from .fxutil import (
     LEAF_KEY,
@@ -192,6 +193,9 @@ class TracedGraph:
     # symbolic input size -> the range a branch on it narrowed it to (``if x.size(1) > 8``: (9,
     # None)); the graph holds that branch only, so generated code checks the range (export only)
     size_ranges: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # the lines where a random draw decides a branch (LayerDrop) -> the value the graph holds, on
+    # which every layer runs; the nodes each draw guards are marked (unitcheck.draws)
+    draw_lines: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for n in self.gm.graph.nodes:  # graph walks tell parameters from data (graphs.stream_source)
@@ -513,9 +517,6 @@ class _DrawSpecialised(_ValueSpecialised):
     silently as well, so no later method is tried."""
 
 
-# ops that draw random values: a branch on one is no more the model's than a branch on data
-_RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli",
-           "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy", "log_normal"}
 # ops whose result depends on their tensor arguments' shapes, not on their values
 _SHAPE_ONLY = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "zeros_like", "ones_like", "empty_like",
                "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "size", "dim", "numel"}
@@ -564,6 +565,7 @@ def _boolean(name: str, args: list[Any]) -> bool | None:
     return _COMBINES[name](bits[0], bits[1])
 
 
+DRAWS_KEPT = "holds the path on which every layer runs"  # the note of a capture that did
 FINITE_PATH = "holds the path of finite values"  # the note of a capture that did
 FINITE_KEY = "unitcheck_finite_test"  # node.meta["custom"]: reads a finiteness test into Python (its line)
 _READS = {"item", "_local_scalar_dense"}
@@ -607,6 +609,9 @@ class _Specialisation:
     guarded: list[tuple[Any, Any]] = field(default_factory=list)  # (expression, what it was decided)
     origin: dict[Any, tuple[bool, str]] = field(default_factory=dict)
     drawn: set[Any] = field(default_factory=set)  # symbols read from a random draw (LayerDrop)
+    kept: dict[Any, int] = field(default_factory=dict)  # their values on the path that keeps every layer
+    keep_draws: bool = True  # False: the capture of the path that drops every layer (see _layer_drops)
+    draw_lines: dict[str, int] = field(default_factory=dict)  # line of each draw branched on -> its kept value
     finite: dict[Any, int] = field(default_factory=dict)  # finiteness tests: their value for finite values
 
     def scan(self, graph: fx.Graph) -> None:
@@ -616,9 +621,10 @@ class _Specialisation:
         tainted: dict[fx.Node, bool] = {}
         drawn: dict[fx.Node, bool] = {}
         finite = _finiteness(graph)
+        kept = kept_values(graph)
         for n in graph.nodes:
             name = getattr(n.target, "__name__", "").split(".")[0]
-            drawn[n] = name in _RANDOM or any(drawn.get(a, False) for a in n.all_input_nodes)
+            drawn[n] = name in RANDOM or any(drawn.get(a, False) for a in n.all_input_nodes)
             if n.op == "placeholder":
                 val = n.meta.get("val")
                 tainted[n] = isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex())
@@ -630,20 +636,10 @@ class _Specialisation:
                 self.origin.setdefault(sym, (tainted[n], str(n.meta.get("stack_trace") or "")))
                 if drawn[n]:
                     self.drawn.add(sym)
+                if n in kept:
+                    self.kept.setdefault(sym, kept[n])
                 if finite[n] is not None:
                     self.finite[sym] = int(bool(finite[n]))
-
-
-@functools.cache
-def _random_ops() -> frozenset[Any]:
-    """Every overload of the ops that draw random numbers (looked up once)."""
-    ops: set[Any] = set()
-    for name in (*_RANDOM, "bernoulli_", "uniform_", "normal_", "exponential_", "dropout", "native_dropout",
-                 "feature_dropout", "alpha_dropout", "feature_alpha_dropout"):
-        packet = getattr(aten, name, None)
-        if packet is not None:
-            ops.update(getattr(packet, o) for o in packet.overloads())
-    return frozenset(ops)
 
 
 @contextlib.contextmanager
@@ -653,7 +649,7 @@ def _draws_kept() -> Iterator[None]:
     Marked side-effectful while lowering, it stays."""
     import torch.fx.node as fx_node
 
-    added = _random_ops() - fx_node._side_effectful_functions
+    added = random_ops() - fx_node._side_effectful_functions
     fx_node._side_effectful_functions.update(added)
     try:
         yield
@@ -711,11 +707,12 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
         fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
 
 
-class _FiniteMisdecided(Exception):
-    """Real-tensor propagation gave a finiteness test the value of values that are not finite
-    (DETR's encoder activations hold NaN there, though they are finite when the model runs): the
-    capture is repeated with the test's value for finite values at its line (a line, not a
-    symbol: the symbols are numbered in the order the path reads them)."""
+class _Misdecided(Exception):
+    """Real-tensor propagation decided a branch against the path the capture holds: a finiteness
+    test given the value of values that are not finite (DETR's encoder activations hold NaN there,
+    though they are finite when the model runs), or a random draw that dropped its layer. The
+    capture is repeated with the held path's value at each such line (a line, not a symbol: the
+    symbols are numbered in the order the path reads them)."""
 
     def __init__(self, values: dict[str, int]) -> None:
         super().__init__(", ".join(values))
@@ -735,30 +732,37 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     spec.scan(ep.graph_module.graph)
     # the values read into Python; an input's size in the same guard (``n + x.shape[1] > 10``) is not one
     symbols = {s for e, _ in spec.guarded for s in free_unbacked_symbols(e)}
+    held = {**spec.finite, **(spec.kept if spec.keep_draws else {})}  # each test's and draw's value on the held path
     misdecided = {innermost_line(spec.origin.get(sym, (True, ""))[1]): v for e, got in spec.guarded
-                  for sym, v in spec.finite.items() if e.free_symbols == {sym} and bool(e.xreplace({sym: v})) != bool(got)}
+                  for sym, v in held.items() if e.free_symbols == {sym} and bool(e.xreplace({sym: v})) != bool(got)}
     if misdecided:
-        raise _FiniteMisdecided(misdecided)
-    first, finite = "", []
+        raise _Misdecided(misdecided)
+    first, finite, drops = "", [], []
     for sym in sorted(symbols, key=str):
         tainted, stack = spec.origin.get(sym, (True, ""))
         at = innermost_line(stack) or "an unknown line"
         if sym in spec.finite:
             finite += [at] if at not in finite else []
-        elif sym in spec.drawn:  # the graph would hold the branch this draw took, and assert it
-            raise _DrawSpecialised(f"a branch on a random draw ({sym} at {at})")
+        elif sym in spec.drawn:
+            if sym not in spec.kept:  # not a uniform draw compared with constants: no path keeps every layer
+                raise _DrawSpecialised(f"{sym} at {at} is not a uniform draw compared with constants")
+            drops += [at] if at not in drops else []
+            spec.draw_lines[innermost_line(stack)] = spec.kept[sym]
         elif tainted:
             raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
         else:
             first = first or f" (first at {at})"
     notes = []
-    if first or not finite:
+    if first or not (finite or drops):
         notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
                      f"an integer input or buffer){first}; the example's values decided it, so the graph holds "
                      "their branch")
     if finite:
         notes.append(f"a branch on whether activations are finite (at {', '.join(finite[:3])}) {FINITE_PATH}; the "
                      "graph asserts it, so values that are not finite fail there with a message")
+    if drops:
+        notes.append(f"a branch on a random draw (LayerDrop, at {', '.join(drops[:3])}) {DRAWS_KEPT}; the graph "
+                     "asserts each draw, and generated code branches on it as the model does")
     return notes
 
 
@@ -801,18 +805,34 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
             overrides: dict[str, int] | None = None) -> TracedGraph:
     overrides = dict(overrides or {})
     try:
-        return _export_once(model, args, kwargs, dynamic, lower_op, real, overrides)
-    except _FiniteMisdecided as err:
+        g = _export_once(model, args, kwargs, dynamic, lower_op, real, overrides)
+        if g.draw_lines:
+            _layer_drops(g, _export_once(model, args, kwargs, dynamic, lower_op, real,
+                                         {**overrides, **{at: 1 - v for at, v in g.draw_lines.items()}}, keep=False))
+        return g
+    except _Misdecided as err:
         if "" in err.values or set(err.values) <= set(overrides) or len(overrides) > 64:
-            raise _ValueSpecialised(f"a test of whether activations are finite that the capture cannot give "
-                                    f"the finite values' path (at {err})") from None
+            raise _ValueSpecialised(f"a test of whether activations are finite, or a random draw, that the capture "
+                                    f"cannot give the path it holds (at {err})") from None
         return _export(model, args, kwargs, dynamic, lower_op, real, {**overrides, **err.values})
 
 
+def _layer_drops(g: TracedGraph, dropped: TracedGraph) -> None:
+    """Mark in ``g`` what each draw guards, from the capture where every draw dropped its layer
+    (see :func:`unitcheck.draws.mark_layer_drops`)."""
+    try:
+        mark_layer_drops(g.graph, dropped.graph, {*g.mutations, *g.input_mutations},
+                         {*dropped.mutations, *dropped.input_mutations})
+    except ValueError as err:
+        raise _DrawSpecialised(str(err)) from None
+
+
 def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
-                 lower_op: Callable[[Any], bool] | None, real: bool, overrides: dict[str, int]) -> TracedGraph:
+                 lower_op: Callable[[Any], bool] | None, real: bool, overrides: dict[str, int],
+                 keep: bool = True) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
     decided: list[str] = []
+    draw_lines: dict[str, int] = {}
     lowered = False
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
@@ -820,7 +840,9 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
             _size_markings_undone((args, kwargs)):
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
+            spec.keep_draws = keep
             decided = _check_specialised(ep, spec)
+            draw_lines = spec.draw_lines
             _mark_finite_reads(ep.graph_module.graph)
         if _needs_lowering(ep.graph_module.graph, lower_op):
             _mark_detaches(ep.graph_module.graph)
@@ -872,6 +894,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
                     out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec,
                     size_ranges=_narrowed_sizes(ep))
     g.notes += decided
+    g.draw_lines = draw_lines
     return g
 
 
@@ -1266,8 +1289,8 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
                     _, loc = _describe_failure(errors[0][1])
                     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""
                     raise TraceError(f"cannot trace {type(model).__name__}: data-dependent branch on a random draw"
-                                     f"{where} (training mode takes a different path each step; trace it with the "
-                                     "model's layer drop set to 0)", loc) from err
+                                     f"{where} ({err}; training mode takes a different path each step; trace it "
+                                     "with the model's layer drop set to 0)", loc) from err
                 except Exception as err:
                     errors.append(("torch.export with real values", err))
         if method in ("auto", "fx"):

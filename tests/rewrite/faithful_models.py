@@ -522,3 +522,38 @@ class ClampsItsInput(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         ids.clamp_(max=5)
         return self.emb(ids)
+
+
+class _Dropped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4)
+        self.proj = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return h + self.drop(self.proj(self.norm(h.flatten(0, 1)).view_as(h))) * mask
+
+
+class DropsLayers(nn.Module):
+    """LayerDrop as transformers writes it (``if torch.rand([]) < self.layerdrop: to_drop``):
+    each layer's batch norm updates its statistics only when the layer runs, a mask of the
+    stream's own shape goes in beside the stream (which of the two a dropped layer leaves is not
+    told by shapes), and a scale in the loop body is skipped with the layer."""
+
+    def __init__(self, layerdrop: float = 0.5) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([_Dropped() for _ in range(3)])
+        self.layerdrop = layerdrop
+        self.out = nn.LayerNorm(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = torch.ones_like(x)
+        for layer in self.layers:
+            to_drop = False
+            if self.training and self.layerdrop > 0.0:  # noqa: SIM102  (as transformers writes it)
+                if torch.rand([]) < self.layerdrop:
+                    to_drop = True
+            if not to_drop:
+                x = layer(x, mask) * 0.5
+        return self.out(x)

@@ -28,6 +28,7 @@ from .faithful_models import (
     CustomOp,
     DeadDropout,
     DetachedMemory,
+    DropsLayers,
     DropsLowered,
     LateField,
     LogSumExpSink,
@@ -469,3 +470,24 @@ def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:
     lin = [n for n in g.graph.nodes if n.op == "call_function" and "linear" in str(n.target)]
     assert len(lin) == 3  # two cycles inside the region, one outside
     assert [module_path(n) for n in lin] == ["lin"] * 3
+
+
+def test_layer_drop_skips_the_layers_the_model_skips() -> None:
+    """LayerDrop branches on a random draw in training. The capture holds the path on which
+    every layer runs; the generated module branches on each draw as the model does, so that
+    under every seed it skips the same layers, draws the same numbers and updates the same
+    batch-norm statistics (compared bit for bit by ``differences``)."""
+    torch.manual_seed(0)
+    model, x = DropsLayers(), torch.randn(2, 5, 4)
+    res = rewrite(model, (x,), to="identity")
+    assert any("LayerDrop" in n for n in res.notes)
+    calls: list[int] = []
+    for layer in model.layers:
+        layer.register_forward_hook(lambda *_: calls.append(1))
+    ran = []
+    for seed in range(8):
+        before = len(calls)
+        assert not differences(model, res.module, (x,), True, seed=seed), seed
+        ran.append(len(calls) - before)
+    assert len(set(ran)) > 1  # the seeds dropped different numbers of layers
+    assert same_computation(model, res.module, (x,), training=False)

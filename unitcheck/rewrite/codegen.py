@@ -29,10 +29,12 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
+from ..draws import SKIP
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..runtime import Size, copy_into, expect_sizes, expect_value, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
+from .layerdrop import branch_on_draws
 from .outputs import declared_order
 from .patterns import set_attr
 from .variants import DTYPE_KEY, TRAIN_KEY, named_args
@@ -56,6 +58,7 @@ _BUILTIN_NAMESPACES = frozenset({"aten", "prims", "rngprims", "quantized", "_qua
 
 # ops emitted as an equivalent with the same values: views as reshapes (a view of a non-contiguous
 # tensor fails), the functional copy of slice assignment as a differentiable one
+_FORWARDS = ("forward", "_forward_eval", "_forward_train")
 _EMIT_AS: dict[Any, Any] = {**RUN_VIEW_AS, torch.ops.aten.copy.default: copy_into}
 
 
@@ -79,7 +82,8 @@ class Generated:
     """The generated module's attributes and the graph of each method it defines."""
 
     root: nn.Module
-    graphs: dict[str, fx.Graph]  # "forward", or "_forward_eval" and "_forward_train"
+    # "forward", or "_forward_eval" and "_forward_train"; then the methods they call
+    graphs: dict[str, fx.Graph]
     notes: list[str] = field(default_factory=list)
 
 
@@ -93,6 +97,7 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
         leaf = traced.leaves.get(node.name)
         if node.op == "placeholder" and (leaf is None or leaf.kind == "input"):
             env[node] = ph = graph.placeholder(node.name)
+            ph.meta.update({k: node.meta[k] for k in (SKIP,) if k in node.meta})  # a dropped layer leaves it
             checks += _input_checks(node, ph, traced.size_ranges)
             continue
         if checks and node.op != "placeholder":  # the inputs' checks open the body
@@ -443,6 +448,7 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
     root = nn.Module()
     notes: list[str] = []
     graphs: dict[str, fx.Graph] = {}
+    methods: dict[str, fx.Graph] = {}  # the layers a random draw skips (LayerDrop)
     pairs = [("forward", eval_traced)] if train_traced is None else \
         [("_forward_eval", eval_traced), ("_forward_train", train_traced)]
     for name, traced in pairs:
@@ -454,7 +460,8 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
         _device_and_metadata(graph, drop_casts=other is None)
         graph.lint()
         graphs[name] = graph
-    return Generated(root, graphs, notes)
+        methods.update(branch_on_draws(graph, name))
+    return Generated(root, {**graphs, **methods}, notes)
 
 
 # -- source ------------------------------------------------------------------------------------
@@ -539,9 +546,10 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
     globals_: dict[str, Any] = {}
     inputs: list[str] = []
     for name, graph in gen.graphs.items():
-        text, g, inputs = _method(graph, name)
+        text, g, args = _method(graph, name)
         methods.append(text)
         globals_.update(g)
+        inputs = args if name in _FORWARDS else inputs
     if "forward" not in gen.graphs:
         sig = ", ".join(["self", *inputs])
         call = ", ".join(inputs)

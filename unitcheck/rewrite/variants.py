@@ -26,6 +26,7 @@ from torch.utils import _pytree as pytree
 from ..fxutil import base_name
 from ..infer import trace_for_inference
 from ..tracer import (
+    DRAWS_KEPT,
     FINITE_PATH,
     HOST_GENERATORS,
     SIZES_FIXED,
@@ -418,8 +419,9 @@ def _steady(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bo
 
 
 def _kept_notes(tg: TracedGraph) -> list[str]:
-    """The capture's notes that concern the generated module: sizes it fixes, branches it asserts."""
-    return [n for n in tg.notes if SIZES_FIXED in n or FINITE_PATH in n]
+    """The capture's notes that concern the generated module: sizes it fixes, branches it asserts
+    or keeps."""
+    return [n for n in tg.notes if any(kept in n for kept in (SIZES_FIXED, FINITE_PATH, DRAWS_KEPT))]
 
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
