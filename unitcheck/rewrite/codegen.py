@@ -559,6 +559,7 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
                           f"        return self._forward_eval({call})\n")
     imports = sorted({_import_line(k, v) for k, v in globals_.items()} - {"import torch"})
     imports += _op_imports(list(gen.graphs.values()))
+    draws = len([name for name in gen.graphs if name not in _FORWARDS])
     shapes = []
     for name, p in gen.root.named_parameters():
         frozen = "" if p.requires_grad else ", requires_grad=False"
@@ -573,6 +574,7 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
         + HELPERS
         + "\n\nclass Rewritten(nn.Module):\n"
         + "    __unitcheck_generated__ = True  # the '# [module]' comments name each line's original module\n"
+        + (f"    __unitcheck_draws__ = {draws}  # layers a random draw skips in training (LayerDrop)\n" if draws else "")
         + "    # dimensionless by construction: unitcheck reads these declarations\n"
         + "    __units__ = {\n" + unit_lines + "    }\n\n"
         + "    def __init__(self) -> None:\n        super().__init__()\n"

@@ -71,11 +71,28 @@ def check_fits_in_memory(graph: fx.Graph) -> None:
         raise UsageError(why)
 
 
+# seeds a training-mode comparison runs for a module that branches on random draws (LayerDrop):
+# with a layer drop of 0.1 over a few layers, one seed rarely drops a layer and eight usually do
+DRAW_SEEDS = 8
+
+
 def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool = False,
                 seed: int = 0) -> list[str]:
     """What differs after one forward and backward step of each model (from the same state and
     seed): ``[]`` when outputs, gradients and buffers are equal bit for bit. Both models are
-    left as they were (modes, gradients, buffers such as batch-norm statistics)."""
+    left as they were (modes, gradients, buffers such as batch-norm statistics). A generated
+    module that branches on random draws is compared in training mode under ``DRAW_SEEDS``
+    seeds from ``seed``, so that its branches are taken both ways."""
+    draws = training and bool(getattr(generated, "__unitcheck_draws__", 0))
+    for s in range(seed, seed + DRAW_SEEDS) if draws else (seed,):
+        diffs = _differences(original, generated, example_inputs, training, s)
+        if diffs:
+            return [f"{d} (seed {s})" for d in diffs] if draws else diffs
+    return []
+
+
+def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool,
+                 seed: int) -> list[str]:
     args, kwargs = normalise_inputs(example_inputs)
     mode = "train" if training else "eval"
     try:
