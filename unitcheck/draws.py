@@ -23,7 +23,7 @@ RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "rand
 # draws of U[0, 1): the path that keeps every layer is the one where each is at its largest
 _UNIFORM = frozenset({"rand", "rand_like", "uniform"})
 _LARGEST = 1.0 - 2.0**-24  # the largest float32 below 1
-_READS = {"item", "_local_scalar_dense"}  # ops that read a tensor's value into Python
+READS = frozenset({"item", "_local_scalar_dense"})  # ops that read a tensor's value into Python
 
 
 @functools.cache
@@ -91,7 +91,7 @@ def _checks(graph: fx.Graph) -> set[fx.Node]:
     """The symbolic values and assertions computed from values read into Python (``Ne(u0, 1)``):
     one path's checks, which differ between the two captures."""
     out: set[fx.Node] = set()
-    reads = [r for r in graph.nodes if r.meta.get("unbacked_bindings") or base_name(r) in _READS]
+    reads = [r for r in graph.nodes if r.meta.get("unbacked_bindings") or base_name(r) in READS]
     todo = [u for r in reads for u in r.users]
     while todo:
         n = todo.pop()
@@ -128,7 +128,7 @@ def mark_layer_drops(kept: fx.Graph, dropped: fx.Graph, kept_side: Collection[in
     reads = kept_values(kept)
     skip_checks = _checks(kept) | _checks(dropped)
     # aligned: what computes tensors (sizes are placed where a pass needs them, differently in each)
-    computed = [n for n in kept.nodes if n.op == "call_function" and n not in skip_checks and n not in reads]
+    computed = {n for n in kept.nodes if n.op == "call_function" and n not in skip_checks and n not in reads}
     ks, ds = ([n for n in g.nodes if n.op == "output" or (n.op == "call_function" and _computes_tensors(n))
                and n not in skip_checks] for g in (kept, dropped))
     match: dict[fx.Node, fx.Node] = {}
@@ -155,7 +155,7 @@ def mark_layer_drops(kept: fx.Graph, dropped: fx.Graph, kept_side: Collection[in
             after[n] = order.index(n)
         elif order and n in computed and n not in match:
             after[n] = len([r for r in order if r in after]) - 1
-    missing = [n for n in computed if n not in match and n in after]
+    missing = [n for n in kept.nodes if n in computed and n not in match and n in after]
     depth = {r: len(r.meta.get("nn_module_stack") or {}) for r in order}
     guarded = {n for n in missing if _computes_tensors(n) and (
         len(n.meta.get("nn_module_stack") or {}) > depth[order[after[n]]] or any(u in match for u in n.users))}
@@ -178,13 +178,17 @@ def mark_layer_drops(kept: fx.Graph, dropped: fx.Graph, kept_side: Collection[in
             continue
         outs = [n for n in regions[k] if any(owner.get(u) != k and n in _read_by(u, kept_side) for u in n.users)]
         if len(outs) != 1:
-            raise ValueError(f"the layer the draw at {k} skips gives {len(outs)} values, not one ({', '.join(o.name for o in outs)})")
+            raise ValueError(f"the layer the draw at {k} skips gives {len(outs)} values, not one "
+                             f"({', '.join(o.name for o in outs)})")
         outputs[k] = outs[0]
         seen: set[fx.Node | None] = set()
         for u in outs[0].users:
             if owner.get(u, k) != k:
                 seen.add(target.get(owner[u]))
-            elif u not in owner:
+            elif u not in owner and (u in match or _computes_tensors(u)):  # a size read of it follows the call
+                if u not in match:
+                    raise ValueError(f"{u.name} reads what a layer computes, and the path that drops every layer "
+                                     "does not compute it")
                 mine, there = _read_by(u, kept_side), _read_by(match[u], dropped_side)
                 if len(mine) != len(there):
                     raise ValueError(f"{u.name} reads its arguments differently where every layer drops")

@@ -34,7 +34,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
-from .draws import RANDOM, kept_values, mark_layer_drops, random_ops
+from .draws import RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
 from .fxutil import (
     LEAF_KEY,
@@ -568,7 +568,6 @@ def _boolean(name: str, args: list[Any]) -> bool | None:
 DRAWS_KEPT = "holds the path on which every layer runs"  # the note of a capture that did
 FINITE_PATH = "holds the path of finite values"  # the note of a capture that did
 FINITE_KEY = "unitcheck_finite_test"  # node.meta["custom"]: reads a finiteness test into Python (its line)
-_READS = {"item", "_local_scalar_dense"}
 
 
 def _mark_finite_reads(graph: fx.Graph) -> None:
@@ -576,7 +575,7 @@ def _mark_finite_reads(graph: fx.Graph) -> None:
     it; the mark survives lowering, which decomposes the tests themselves."""
     finite = _finiteness(graph)
     for n in graph.nodes:
-        if finite[n] is not None and base_name(n) in _READS:
+        if finite[n] is not None and base_name(n) in READS:
             at = innermost_line(str(n.meta.get("stack_trace") or "")) or "an unknown line"
             n.meta.setdefault("custom", {})[FINITE_KEY] = at
 
