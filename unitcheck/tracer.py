@@ -15,6 +15,7 @@ names the construct and the user's source line.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import io
 import logging
@@ -222,9 +223,28 @@ class TracedGraph:
 # -- capture --------------------------------------------------------------------------------
 
 
+# recurrent layers: their CPU kernels round otherwise than the Python decomposition export
+# lowers them to, so code generation keeps them whole (analysis lowers them: no unit rule)
+RECURRENT_OPS: tuple[Any, ...] = tuple(op for op in map(_resolve, (
+    "lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data", "rnn_relu.input",
+    "rnn_relu.data")) if op is not None)
+_KEPT_WHOLE: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("kept_whole", default=())
+
+
+@contextlib.contextmanager
+def kept_whole(ops: tuple[Any, ...]) -> Iterator[None]:
+    """Captures inside keep ``ops`` whole when they lower a graph (code generation's: the model's
+    own kernels), besides :data:`KEEP_OPS`."""
+    token = _KEPT_WHOLE.set(ops)
+    try:
+        yield
+    finally:
+        _KEPT_WHOLE.reset(token)
+
+
 def _decomposition_table() -> Any:
     table = torch.export.default_decompositions()
-    for op in KEEP_OPS:
+    for op in (*KEEP_OPS, *_KEPT_WHOLE.get()):
         table.pop(op, None)
     return table
 

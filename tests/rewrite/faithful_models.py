@@ -557,3 +557,17 @@ class DropsLayers(nn.Module):
             if not to_drop:
                 x = layer(x, mask) * 0.5
         return self.out(x)
+
+
+class Recurrent(nn.Module):
+    """An RNNT predictor in small (Parakeet's, Nemotron's): a two-layer recurrent layer whose CPU
+    kernel rounds otherwise than the unrolled decomposition export lowers it to."""
+
+    def __init__(self, kind: type[nn.Module]) -> None:
+        super().__init__()
+        self.rnn = kind(8, 8, num_layers=2, batch_first=True)
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.rnn(x)
+        return self.out(h)

@@ -29,9 +29,11 @@ from ..tracer import (
     DRAWS_KEPT,
     FINITE_PATH,
     HOST_GENERATORS,
+    RECURRENT_OPS,
     SIZES_FIXED,
     TracedGraph,
     TraceError,
+    kept_whole,
     set_attributes,
 )
 
@@ -426,7 +428,12 @@ def _kept_notes(tg: TracedGraph) -> list[str]:
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
     """Capture in eval mode (dynamic sizes), and again in training mode and in another float
-    dtype to learn which literals follow them."""
+    dtype to learn which literals follow them. Recurrent layers stay whole: generated code calls their kernels."""
+    with kept_whole(RECURRENT_OPS):
+        return _capture(model, example_inputs)
+
+
+def _capture(model: nn.Module, example_inputs: Any) -> Captures:
     tg = trace_for_inference(model, example_inputs, dynamic=True)
     here = _float_dtype(model)
     res = Captures(tg, None, here, None, _kept_notes(tg))
