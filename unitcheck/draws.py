@@ -171,42 +171,64 @@ def mark_layer_drops(kept: fx.Graph, dropped: fx.Graph, kept_side: Collection[in
                          "whether it draws when they drop")
     regions: list[list[fx.Node]] = [[n for n in kept.nodes if n in guarded and after[n] == k] for k in range(len(order))]
     owner = {n: k for k, nodes in enumerate(regions) for n in nodes}
+    loop = [innermost_line(str(r.meta.get("stack_trace") or "")) for r in order]  # draws of one loop share it
     target: dict[int, fx.Node | None] = {}
-    outputs: dict[int, fx.Node] = {}
+    skip: dict[int, fx.Node] = {}
     for k in reversed(range(len(regions))):
-        if not regions[k]:
-            continue
-        outs = [n for n in regions[k] if any(owner.get(u) != k and n in _read_by(u, kept_side) for u in n.users)]
-        if len(outs) != 1:
-            raise ValueError(f"the layer the draw at {k} skips gives {len(outs)} values, not one "
-                             f"({', '.join(o.name for o in outs)})")
-        outputs[k] = outs[0]
-        seen: set[fx.Node | None] = set()
-        for u in outs[0].users:
-            if owner.get(u, k) != k:
-                seen.add(target.get(owner[u]))
-            elif u not in owner and (u in match or _computes_tensors(u)):  # a size read of it follows the call
-                if u not in match:
-                    raise ValueError(f"{u.name} reads what a layer computes, and the path that drops every layer "
-                                     "does not compute it")
-                mine, there = _read_by(u, kept_side), _read_by(match[u], dropped_side)
-                if len(mine) != len(there):
-                    raise ValueError(f"{u.name} reads its arguments differently where every layer drops")
-                seen |= {d for a, d in zip(mine, there) if a is outs[0]}
-        if len(seen) != 1:
-            raise ValueError(f"where every layer drops, what reads {outs[0].name} reads {len(seen)} values, not one "
-                             "(a layer that changes the stream's shape, or one whose output is read unlike its input)")
-        target[k] = next(iter(seen))
+        if regions[k]:
+            target[k], skip[k] = _dropped_value(k, regions, owner, loop, match, image, target, skip, kept_side,
+                                                dropped_side)
     for k, nodes in enumerate(regions):
-        read = order[k]
-        read.meta[READ] = (k, reads[read])
+        order[k].meta[READ] = (k, reads[order[k]])
         for n in nodes:
             n.meta[GUARDED] = k
-        if not nodes:
-            continue
-        inputs = {a for n in nodes for a in n.all_input_nodes if owner.get(a) != k}
-        skips = [a for a in inputs if (a in owner and target.get(owner[a]) is target[k] and a is outputs[owner[a]])
-                 or (a not in owner and image.get(a) is target[k] and target[k] is not None)]
-        if len(skips) != 1:
-            raise ValueError(f"{len(skips)} values could be what the layer after draw {k} leaves when it drops")
-        skips[0].meta.setdefault(SKIP, []).append(k)
+        if nodes:
+            skip[k].meta.setdefault(SKIP, []).append(k)
+
+
+def _dropped_value(k: int, regions: list[list[fx.Node]], owner: dict[fx.Node, int], loop: list[str],
+                   match: dict[fx.Node, fx.Node], image: dict[fx.Node, fx.Node], target: dict[int, fx.Node | None],
+                   skip: dict[int, fx.Node], kept_side: Collection[int],
+                   dropped_side: Collection[int]) -> tuple[fx.Node | None, fx.Node]:
+    """What layer ``k`` leaves when it drops: (the value read in its place where every layer
+    drops, or None where nothing reads it there; the input of the layer that is that value).
+    Later layers of the same loop are done: a layer whose output the next one leaves when it
+    drops reads the same value in its place. A layer of another loop that reads it (a decoder's
+    cross-attention reading the encoder's output) says nothing of it."""
+    out = [n for n in regions[k] if any(owner.get(u) != k and n in _read_by(u, kept_side) for u in n.users)]
+    if len(out) != 1:
+        raise ValueError(f"the layer the draw at {k} skips gives {len(out)} values, not one "
+                         f"({', '.join(o.name for o in out)})")
+    seen: set[fx.Node | None] = set()
+    for u in out[0].users:
+        if u not in owner and (u in match or _computes_tensors(u)):  # a size read of it follows the call
+            if u not in match:
+                raise ValueError(f"{u.name} reads what a layer computes, and the path that drops every layer "
+                                 "does not compute it")
+            mine, there = _read_by(u, kept_side), _read_by(match[u], dropped_side)
+            if len(mine) != len(there):
+                raise ValueError(f"{u.name} reads its arguments differently where every layer drops")
+            seen |= {d for a, d in zip(mine, there) if a is out[0]}
+    if not seen:
+        seen = {target[q] for u in out[0].users if (q := owner.get(u, k)) != k and loop[q] == loop[k]
+                and skip.get(q) is out[0]}
+    if len(seen) > 1:
+        raise ValueError(f"where every layer drops, what reads {out[0].name} reads {len(seen)} values, not one "
+                         "(a layer that changes the stream's shape, or one whose output is read unlike its input)")
+    value = next(iter(seen), None)
+    inputs = list(dict.fromkeys(a for n in regions[k] for a in n.all_input_nodes if owner.get(a) != k))
+    before = [a for a in inputs if a in owner and owner[a] < k and loop[owner[a]] == loop[k]]
+    if value is not None:
+        found = [a for a in inputs if a not in owner and image.get(a) is value] + before
+    else:  # nothing reads it where every layer drops: the loop's stream, or the input shaped like the output
+        like = [a for a in inputs if a not in owner and _same_shape(a, out[0])]
+        found = before or like
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} values could be what the layer after draw {k} leaves when it drops")
+    return value, found[0]
+
+
+def _same_shape(a: fx.Node, b: fx.Node) -> bool:
+    va, vb = a.meta.get("val"), b.meta.get("val")
+    return isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor) and va.dtype == vb.dtype \
+        and va.shape == vb.shape

@@ -559,6 +559,37 @@ class DropsLayers(nn.Module):
         return self.out(x)
 
 
+class _Across(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.memory = nn.Linear(4, 4)
+
+    def forward(self, h: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        return h + self.proj(h) + self.memory(memory)
+
+
+class DropsAcross(nn.Module):
+    """An encoder-decoder with LayerDrop on both sides (Time Series Transformer): the encoder's
+    last layer gives its output straight to every decoder layer's cross-attention, so a dropped
+    encoder layer leaves the memory the decoder reads, not the decoder's stream."""
+
+    def __init__(self, layerdrop: float = 0.5) -> None:
+        super().__init__()
+        self.encoder = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.decoder = nn.ModuleList([_Across() for _ in range(2)])
+        self.layerdrop = layerdrop
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        for layer in self.encoder:
+            if not (self.training and torch.rand([]) < self.layerdrop):
+                x = x + layer(x)
+        for block in self.decoder:
+            if not (self.training and torch.rand([]) < self.layerdrop):
+                y = block(y, x)
+        return y
+
+
 class Recurrent(nn.Module):
     """An RNNT predictor in small (Parakeet's, Nemotron's): a two-layer recurrent layer whose CPU
     kernel rounds otherwise than the unrolled decomposition export lowers it to."""

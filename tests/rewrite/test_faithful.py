@@ -29,6 +29,7 @@ from .faithful_models import (
     CustomOp,
     DeadDropout,
     DetachedMemory,
+    DropsAcross,
     DropsLayers,
     DropsLowered,
     LateField,
@@ -487,31 +488,34 @@ def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:
     assert [module_path(n) for n in lin] == ["lin"] * 3
 
 
-def test_layer_drop_skips_the_layers_the_model_skips() -> None:
+@pytest.mark.parametrize("model_cls", [DropsLayers, DropsAcross])
+def test_layer_drop_skips_the_layers_the_model_skips(model_cls: type[nn.Module]) -> None:
     """LayerDrop branches on a random draw in training. The capture holds the path on which
     every layer runs; the generated module branches on each draw as the model does, so that
     under every seed it skips the same layers, draws the same numbers and updates the same
     batch-norm statistics (compared bit for bit by ``differences``)."""
     torch.manual_seed(0)
-    model, x = DropsLayers(), torch.randn(2, 5, 4)
-    res = rewrite(model, (x,), to="identity")
+    model = model_cls()
+    x = tuple(torch.randn(2, 5, 4) for _ in range(2 if model_cls is DropsAcross else 1))
+    res = rewrite(model, x, to="identity")
     assert any("LayerDrop" in n for n in res.notes)
+    layers = [layer for stack in model.children() if isinstance(stack, nn.ModuleList) for layer in stack]
     calls: list[int] = []
-    for layer in model.layers:
+    for layer in layers:
         layer.register_forward_hook(lambda *_: calls.append(1))
     ran = []
     for seed in range(8):
         before = len(calls)
-        assert not differences(model, res.module, (x,), True, seed=seed), seed
+        assert not differences(model, res.module, x, True, seed=seed), seed
         ran.append(len(calls) - before)
     assert len(set(ran)) > 1  # the seeds dropped different numbers of layers
-    assert same_computation(model, res.module, (x,), training=False)
+    assert same_computation(model, res.module, x, training=False)
     # one comparison runs several seeds for such a module: one that never drops a layer differs
-    assert res.module.__unitcheck_draws__ == 3
+    assert res.module.__unitcheck_draws__ == len(layers)
     names = res.module.forward.__globals__
     call = next(k for k, v in names.items() if v is layer_drop)
     names[call] = lambda read, kept, layer, dropped, *inputs: layer(*inputs)
     try:
-        assert differences(model, res.module, (x,), True)
+        assert differences(model, res.module, x, True)
     finally:
         names[call] = layer_drop
