@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from ..draws import GUARDED, READ, SKIP, random_ops
 from ..errors import UnitcheckError
-from ..fxutil import base_name
+from ..fxutil import base_name, module_path
 from ..runtime import layer_drop, update_buffer
 
 
@@ -60,8 +60,10 @@ def branch_on_draws(graph: fx.Graph, name: str) -> dict[str, fx.Graph]:
         _drop_checks(graph, read)
         region = _region(graph, k)
         if region:  # else the draw guards nothing the graph computes
-            method = f"{name}_layer{k}" if name.startswith("_") else f"_{name}_layer{k}"
-            methods[method] = _as_call(graph, read, kept, region, method)
+            called = _called(read, region) or f"layer{k}"
+            method = f"_{name.lstrip('_')}_{called}"
+            method = method if method not in methods else f"{method}_{k}"
+            methods[method] = _as_call(graph, read, kept, region, method, called)
     try:
         graph.lint()
     except RuntimeError as err:
@@ -69,7 +71,19 @@ def branch_on_draws(graph: fx.Graph, name: str) -> dict[str, fx.Graph]:
     return methods
 
 
-def _as_call(graph: fx.Graph, read: fx.Node, kept: int, region: list[fx.Node], method: str) -> fx.Graph:
+def _called(read: fx.Node, region: list[fx.Node]) -> str:
+    """The name of the module the draw guards, below the module that draws (``layers_0``): what
+    the call's value is called in the generated code."""
+    outer = module_path(read)
+    for n in region:
+        rest = module_path(n).removeprefix(outer + "." if outer else "").split(".") if module_path(n) != outer else []
+        if rest and rest != [""]:
+            return "_".join(rest[:2] if len(rest) > 1 and rest[1].isdigit() else rest[:1])
+    return ""
+
+
+def _as_call(graph: fx.Graph, read: fx.Node, kept: int, region: list[fx.Node], method: str,
+             called: str) -> fx.Graph:
     """Replace ``region`` by ``layer_drop(read, kept, self.<method>, dropped, *inputs)``; returns
     the method's graph."""
     k = read.meta[READ][0]
@@ -95,7 +109,9 @@ def _as_call(graph: fx.Graph, read: fx.Node, kept: int, region: list[fx.Node], m
     with graph.inserting_after(computed[-1]):
         layer = graph.get_attr(method)
     with graph.inserting_after(layer):
-        call = graph.call_function(layer_drop, (read, kept, layer, skips[0], *[a for a in inputs if a.op != "get_attr"]))
+        call = graph.create_node("call_function", layer_drop,
+                                 (read, kept, layer, skips[0], *[a for a in inputs if a.op != "get_attr"]),
+                                 name=called)
     call.meta = {key: v for key, v in outs[0].meta.items() if key != GUARDED}
     outs[0].replace_all_uses_with(call, delete_user_cb=lambda u: u not in inside)
     for n in reversed(region):
