@@ -8,7 +8,7 @@ from a draw and what they are on that path."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import torch
@@ -87,11 +87,10 @@ GUARDED = "unitcheck_drop"  # index of the draw that guards the node
 SKIP = "unitcheck_skip"  # indices of the draws whose layer, when dropped, leaves this value
 
 
-def _checks(graph: fx.Graph) -> set[fx.Node]:
-    """The symbolic values and assertions computed from values read into Python (``Ne(u0, 1)``):
-    one path's checks, which differ between the two captures."""
+def checks(reads: Iterable[fx.Node]) -> set[fx.Node]:
+    """The symbolic values and assertions computed from values read into Python (``Ne(u0, 1)``
+    of a draw's read): one path's checks."""
     out: set[fx.Node] = set()
-    reads = [r for r in graph.nodes if r.meta.get("unbacked_bindings") or base_name(r) in READS]
     todo = [u for r in reads for u in r.users]
     while todo:
         n = todo.pop()
@@ -99,6 +98,11 @@ def _checks(graph: fx.Graph) -> set[fx.Node]:
             out.add(n)
             todo += list(n.users)
     return out
+
+
+def _checks(graph: fx.Graph) -> set[fx.Node]:
+    """Every read's checks, which differ between the two captures."""
+    return checks(r for r in graph.nodes if r.meta.get("unbacked_bindings") or base_name(r) in READS)
 
 
 def _computes_tensors(n: fx.Node) -> bool:

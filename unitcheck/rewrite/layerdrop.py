@@ -6,10 +6,9 @@ model skips and draws the same random numbers as it does."""
 
 from __future__ import annotations
 
-import torch
 import torch.fx as fx
 
-from ..draws import GUARDED, READ, SKIP, random_ops
+from ..draws import GUARDED, READ, SKIP, checks, random_ops
 from ..errors import UnitcheckError
 from ..fxutil import base_name, module_path
 from ..runtime import layer_drop, update_buffer
@@ -22,16 +21,10 @@ class LayerDropError(UnitcheckError, ValueError):
 def _drop_checks(graph: fx.Graph, read: fx.Node) -> None:
     """Erase the assertions that held the draw to the capture's path, and the symbolic values
     only they used."""
-    seen: list[fx.Node] = []
-    todo = list(read.users)
-    while todo:
-        n = todo.pop()
-        if n not in seen and n.op == "call_function" and not isinstance(n.meta.get("val"), torch.Tensor):
-            seen.append(n)
-            todo += list(n.users)
-    for n in [n for n in seen if base_name(n) == "_assert_scalar"]:
+    held = checks([read])
+    for n in [n for n in graph.nodes if n in held and base_name(n) == "_assert_scalar"]:
         graph.erase_node(n)
-    for n in reversed([n for n in graph.nodes if n in seen]):
+    for n in reversed([n for n in graph.nodes if n in held]):
         if not n.users:
             graph.erase_node(n)
 
