@@ -153,16 +153,16 @@ def mark_layer_drops(kept: fx.Graph, dropped: fx.Graph, kept_side: Collection[in
     # read): guarded are those inside a module the branch calls, those a kept node reads (the
     # stream a dropped layer leaves is another value there), and those between guarded ones
     order = [r for r in kept.nodes if r in reads]
-    after: dict[fx.Node, int] = {}
+    after: dict[fx.Node, int] = {}  # each node missing from ``dropped``: the last draw read before it
+    last = -1
     for n in kept.nodes:
-        if n in reads:
-            after[n] = order.index(n)
-        elif order and n in computed and n not in match:
-            after[n] = len([r for r in order if r in after]) - 1
-    missing = [n for n in kept.nodes if n in computed and n not in match and n in after]
-    depth = {r: len(r.meta.get("nn_module_stack") or {}) for r in order}
+        last += n in reads
+        if last >= 0 and n in computed and n not in match:
+            after[n] = last
+    missing = list(after)
+    depth = [len(r.meta.get("nn_module_stack") or {}) for r in order]
     guarded = {n for n in missing if _computes_tensors(n) and (
-        len(n.meta.get("nn_module_stack") or {}) > depth[order[after[n]]] or any(u in match for u in n.users))}
+        len(n.meta.get("nn_module_stack") or {}) > depth[after[n]] or any(u in match for u in n.users))}
     grew = True
     while grew:  # sizes the layers share (export computes ``B * S`` once) stay outside, unless computed inside
         more = {n for n in missing if n not in guarded and any(a in guarded for a in n.all_input_nodes)
@@ -173,7 +173,10 @@ def mark_layer_drops(kept: fx.Graph, dropped: fx.Graph, kept_side: Collection[in
     if loose:  # computed outside the layers and used only by them: whether it draws when they drop is unknown
         raise ValueError(f"{loose[0].name} draws random numbers for the layers only, and the graph does not say "
                          "whether it draws when they drop")
-    regions: list[list[fx.Node]] = [[n for n in kept.nodes if n in guarded and after[n] == k] for k in range(len(order))]
+    regions: list[list[fx.Node]] = [[] for _ in order]
+    for n in missing:
+        if n in guarded:
+            regions[after[n]].append(n)
     owner = {n: k for k, nodes in enumerate(regions) for n in nodes}
     loop = [innermost_line(str(r.meta.get("stack_trace") or "")) for r in order]  # draws of one loop share it
     target: dict[int, fx.Node | None] = {}

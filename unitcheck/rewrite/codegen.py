@@ -56,9 +56,9 @@ _BUILTIN_NAMESPACES = frozenset({"aten", "prims", "rngprims", "quantized", "_qua
                                  "_c10d_functional", "_c10d_functional_autograd", "profiler", "_dtensor"})
 
 
+_FORWARDS = ("forward", "_forward_eval", "_forward_train")  # the other methods are layers a draw skips
 # ops emitted as an equivalent with the same values: views as reshapes (a view of a non-contiguous
 # tensor fails), the functional copy of slice assignment as a differentiable one
-_FORWARDS = ("forward", "_forward_eval", "_forward_train")
 _EMIT_AS: dict[Any, Any] = {**RUN_VIEW_AS, torch.ops.aten.copy.default: copy_into}
 
 
