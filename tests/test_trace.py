@@ -180,6 +180,32 @@ def test_branch_on_an_integer_input_is_decided_by_its_value(device: str) -> None
     assert infer_units(model, inputs, traced=g).coverage == 1.0
 
 
+class _RoutedByFloorDivision(nn.Module):
+    """MoE experts in transformers gather tokens with ``hidden[perm // top_k]`` (grouped_mm), here
+    behind a branch on an integer input so export takes real values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        if (ids >= 0).all():
+            _, perm = torch.sort(self.router(x).topk(2, dim=-1).indices.reshape(-1))
+            return x[perm // 2]
+        return x
+
+
+def test_floor_division_traces_with_real_values() -> None:
+    """torch 2.13's fake kernel for ``prims.signbit`` (inside floor division's decomposition) says
+    float where the kernel gives bool; real-value propagation took the mismatch for a kernel to
+    infer and failed on the sizes it made up."""
+    model, inputs = _RoutedByFloorDivision(), (torch.randn(6, 8), torch.arange(6))
+    g = trace(model, inputs, dynamic=True)
+    assert g.method == "export" and any("values decided it" in note for note in g.notes)
+    assert torch.equal(g.gm(*[leaf.value for leaf in g.leaves.values() if leaf.kind != "input"], *inputs)[0],
+                       model(*inputs))
+
+
 def test_branch_on_an_activation_is_captured_by_a_recorded_run_and_said_so() -> None:
     """Export with real values decides branches on metadata only. For checking (not for code
     generation) the last resort records one real run: the graph holds the example's branch, with

@@ -34,6 +34,7 @@ import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from . import eager_paths
 from .diagnostics import Location
 from .draws import RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
@@ -632,6 +633,10 @@ class _Specialisation:
     keep_draws: bool = True  # False: the capture of the path that drops every layer (see _layer_drops)
     draw_lines: dict[str, int] = field(default_factory=dict)  # line of each draw branched on -> its kept value
     finite: dict[Any, int] = field(default_factory=dict)  # finiteness tests: their value for finite values
+    # the integer placeholders (by position) each symbol is read from, and how many placeholders
+    # the scanned graph has (its order is the signature's: parameters, buffers, constants, inputs)
+    reads: dict[Any, frozenset[int]] = field(default_factory=dict)
+    placeholders: int = 0
 
     def scan(self, graph: fx.Graph) -> None:
         """Record the symbols a graph binds, before dead code (a value read only to branch on)
@@ -639,20 +644,27 @@ class _Specialisation:
         input or buffer) reaches it through anything but a shape query."""
         tainted: dict[fx.Node, bool] = {}
         drawn: dict[fx.Node, bool] = {}
+        reads: dict[fx.Node, frozenset[int]] = {}
         finite = _finiteness(graph)
         kept = kept_values(graph)
+        position = 0
         for n in graph.nodes:
             name = getattr(n.target, "__name__", "").split(".")[0]
             drawn[n] = name in RANDOM or any(drawn.get(a, False) for a in n.all_input_nodes)
+            reads[n] = frozenset().union(*(reads.get(a, frozenset()) for a in n.all_input_nodes))
             if n.op == "placeholder":
                 val = n.meta.get("val")
                 tainted[n] = isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex())
+                reads[n] = frozenset() if tainted[n] else frozenset({position})
+                position += 1
             elif n.op == "call_function" and name in _SHAPE_ONLY:
-                tainted[n] = False
+                tainted[n], reads[n] = False, frozenset()
             else:
                 tainted[n] = drawn[n] or any(tainted.get(a, False) for a in n.all_input_nodes)
+            self.placeholders = position
             for sym in n.meta.get("unbacked_bindings") or {}:
                 self.origin.setdefault(sym, (tainted[n], str(n.meta.get("stack_trace") or "")))
+                self.reads.setdefault(sym, reads[n])
                 if drawn[n]:
                     self.drawn.add(sym)
                 if n in kept:
@@ -718,12 +730,34 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
     fx.Graph.eliminate_dead_code = dce  # type: ignore[method-assign]
     try:
         with functorch_config.patch(fake_tensor_propagate_real_tensors=True,
-                                    generate_fake_kernels_from_real_mismatches=True):
+                                    generate_fake_kernels_from_real_mismatches=True), _bool_signbit():
             yield spec
     finally:
         ShapeEnv._log_real_tensor_propagation = log_original  # type: ignore[method-assign]
         ShapeEnv.set_real_tensor_prop_unbacked_vals = bind_original  # type: ignore[method-assign]
         fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _bool_signbit() -> Iterator[None]:
+    """torch 2.13's fake kernel for ``prims.signbit`` gives the input's dtype where the kernel
+    gives bool. Real-value propagation compares the two, takes the mismatch for a missing kernel,
+    and makes up unbacked sizes that nothing binds, so floor division (its decomposition tests
+    signs) failed inside any real-value capture (transformers' MoE experts gather with
+    ``perm // top_k``). The fake kernel says bool while a capture runs."""
+    import torch._prims as prims
+
+    op: Any = torch.ops.prims.signbit.default
+    original = getattr(op, "prim_meta_impl", None)
+    if original is None:
+        yield
+        return
+    op.prim_meta_impl = functools.partial(prims._prim_elementwise_meta,
+                                          type_promotion=prims.ELEMENTWISE_PRIM_TYPE_PROMOTION_KIND.ALWAYS_BOOL)
+    try:
+        yield
+    finally:
+        op.prim_meta_impl = original
 
 
 class _Misdecided(Exception):
@@ -757,9 +791,12 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     if misdecided:
         raise _Misdecided(misdecided)
     first, finite, drops = "", [], []
+    users = _user_positions(ep, spec)
     for sym in sorted(symbols, key=str):
         tainted, stack = spec.origin.get(sym, (True, ""))
         at = innermost_line(stack) or "an unknown line"
+        if eager_paths.active() and spec.reads.get(sym, users) & users:  # (the stack ends at the model's call)
+            raise eager_paths.EagerPathRefused(f"a branch on an input's values ({sym} at {at})")
         if sym in spec.finite:
             finite += [at] if at not in finite else []
         elif sym in spec.drawn:
@@ -783,6 +820,15 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
         notes.append(f"a branch on a random draw (LayerDrop, at {', '.join(drops[:3])}) {DRAWS_KEPT}; the graph "
                      "asserts each draw, and generated code branches on it as the model does")
     return notes
+
+
+def _user_positions(ep: Any, spec: _Specialisation) -> frozenset[int]:
+    """The placeholder positions of the user's inputs; every position when the scanned graph's
+    placeholders are not the signature's (no decision is then known to come from constants)."""
+    specs = ep.graph_signature.input_specs
+    if spec.placeholders != len(specs):
+        return frozenset(range(max(spec.placeholders, len(specs))))
+    return frozenset(i for i, s in enumerate(specs) if s.kind.name == "USER_INPUT")
 
 
 def _rebuilt_spec(spec: Any) -> Any:
@@ -856,7 +902,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
-            _size_markings_undone((args, kwargs)):
+            _size_markings_undone((args, kwargs)), eager_paths.patched():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
             spec.keep_draws = keep
@@ -920,7 +966,10 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
 def _narrowed_sizes(ep: Any) -> dict[str, tuple[int, int | None]]:
     """The symbolic sizes a guard narrowed: export gives a free size the range [2, oo) (0 and 1
     are specialised) and narrows it where the model branches on it. A lower bound of 2 is that
-    specialisation's, not the model's, so it is not kept (the graph ran at size 1 before)."""
+    specialisation's, not the model's, so it is not kept (the graph ran at size 1 before). A
+    size can also become a constant after the input was made: real-tensor propagation gives an op
+    the real tensor's sizes where its fake kernel disagrees (``nn.MultiheadAttention``'s packed
+    projection), and the graph holds the example's size from there on."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
     from torch.utils._sympy.numbers import int_oo
 
@@ -932,6 +981,11 @@ def _narrowed_sizes(ep: Any) -> dict[str, tuple[int, int | None]]:
         hi = None if vr.upper == int_oo else int(vr.upper)
         if lo > 2 or hi is not None:
             out[str(sym)] = (lo if lo > 2 else 0, hi)
+    for n in ep.graph.nodes:  # an input's size made a constant after the input was made
+        val = n.meta.get("val") if n.op == "placeholder" else None
+        for d in val.shape if isinstance(val, torch.Tensor) else ():
+            if isinstance(d, torch.SymInt) and d.node._expr.is_Symbol and d.node.expr.is_Integer:
+                out[str(d.node._expr)] = (int(d.node.expr), int(d.node.expr))
     return out
 
 
@@ -1304,6 +1358,8 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
             if _data_dependent(errors[-1][1]) and not _on_meta(model, args, kwargs):
                 try:
                     return done(_export(model, args, kwargs, dynamic, lower_op, real=True))
+                except eager_paths.EagerPathRefused:
+                    raise
                 except _DrawSpecialised as err:
                     _, loc = _describe_failure(errors[0][1])
                     where = f" at {loc.file}:{loc.line}: {loc.code}" if loc else ""

@@ -242,10 +242,11 @@ def test_a_model_export_cannot_size_symbolically_regenerates_at_the_example_size
 @pytest.mark.parametrize(("model", "example", "inside", "outside", "said"), [
     # ``if x.shape[1] > 8``: export narrows the length to 9 and up; a shorter input would run the
     # long branch silently
-    (ScaledWhenLong, (2, 16, 4), [(3, 12, 4), (3, 9, 4)], (2, 4, 4), r"\(\*, 9\.\., \*\), got \(2, 4, 4\)"),
+    # (the feature size, fixed by the projection, is checked as fixed)
+    (ScaledWhenLong, (2, 16, 4), [(3, 12, 4), (3, 9, 4)], (2, 4, 4), r"\(\*, 9\.\., 4\), got \(2, 4, 4\)"),
     # a position table bounds the length; export's own lower bound of 2 (it specialises sizes 0
     # and 1) is not the model's, so a single position still runs
-    (PositionTable, (2, 6, 4), [(2, 1, 4), (2, 8, 4)], (2, 9, 4), r"\(\*, \.\.8, \*\), got \(2, 9, 4\)"),
+    (PositionTable, (2, 6, 4), [(2, 1, 4), (2, 8, 4)], (2, 9, 4), r"\(\*, \.\.8, 4\), got \(2, 9, 4\)"),
 ])
 def test_a_branch_on_a_size_holds_only_in_the_range_it_was_taken_for(
         model: type[nn.Module], example: tuple[int, ...], inside: list[tuple[int, ...]], outside: tuple[int, ...],

@@ -106,3 +106,65 @@ def test_identity_command_checks_equality_and_records_lint(tmp_path: Path, capsy
     assert manifest["to"] == "identity" and manifest["complete"] is True
     assert lint["before"]["violations"] == lint["after"]["violations"] > 0
     assert lint["before"]["by_rule"] == lint["after"]["by_rule"]
+
+
+@needs_hf
+def test_masks_take_the_path_the_model_takes_in_eager() -> None:
+    """transformers drops a mask it can prove full when it is not compiled, and materialises it
+    when exported; Phi-4's vision attention sets ``is_causal``, so eager attends causally and the
+    exported path does not. The capture takes eager's path, and where that fixed the batch size
+    (real values, through ``nn.MultiheadAttention``) another batch is refused by name."""
+    from unitcheck.hf import build as hf_build
+
+    model, inputs = hf_build("phi4_multimodal_vision")
+    res = rewrite(model, inputs, to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, inputs, training) == []
+    pixels = torch.randn(3, *inputs["pixel_values"].shape[1:])
+    res.module.load_state_dict(model.state_dict())
+    model.eval(), res.module.eval()
+    try:
+        out = res.module(pixel_values=pixels)
+    except ValueError as err:
+        assert "pixel_values: expected sizes" in str(err)
+    else:
+        assert torch.equal(out[0], model(pixel_values=pixels).last_hidden_state)
+
+
+@needs_hf
+def test_a_users_attention_mask_keeps_every_mask() -> None:
+    """An attention mask passed in decides the mask path on its values: the capture keeps the
+    exported path, which holds any mask, so padding the rewritten model is given is honoured."""
+    from unitcheck.hf import build as hf_build
+
+    model, inputs = hf_build("llama")
+    ids = inputs["input_ids"]
+    res = rewrite(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, to="identity")
+    padded = torch.ones_like(ids)
+    padded[0, :5] = 0
+    for training in (False, True):
+        assert differences(model, res.module, {"input_ids": ids, "attention_mask": padded}, training) == []
+
+
+@needs_hf
+def test_a_library_that_computes_otherwise_when_exported_is_regenerated_as_in_eager() -> None:
+    """Qwen3.5's gated-delta rule solves its triangular systems with ``solve_triangular`` in
+    eager and by forward substitution when ``is_torchdynamo_exporting()``; the two round
+    otherwise, so the capture answers the library's export check as eager does."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import torch_chunk_gated_delta_rule
+
+    class DeltaRule(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(8, 3 * 8)
+            self.gates = nn.Linear(8, 2 * 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).unflatten(-1, (3, 2, 4)).unbind(2)
+            g, beta = self.gates(x).unflatten(-1, (2, 2)).unbind(2)
+            out, _ = torch_chunk_gated_delta_rule(q, k, v, -torch.nn.functional.softplus(g), beta.sigmoid(),
+                                                  chunk_size=4, use_qk_l2norm_in_kernel=True)
+            return out.pow(2).mean()
+
+    torch.manual_seed(0)
+    _check(DeltaRule(), torch.randn(2, 8, 8))

@@ -144,11 +144,17 @@ def _literal(value: Any) -> bool:
 def _expected_sizes(val: Any, ranges: dict[str, tuple[int, int | None]]) -> tuple[Size, ...] | None:
     """An input's sizes where the capture fixed them, or the range a branch on a symbolic size
     narrowed it to (None where it is free); None when every size is free or the input is not a
-    tensor."""
+    tensor. Ranges are keyed by the input's own symbol, which a size fixed after the input was
+    made still carries (see :func:`unitcheck.tracer._narrowed_sizes`)."""
     if not isinstance(val, torch.Tensor):
         return None
-    sizes = tuple(d if isinstance(d, int) else ranges.get(str(d.node.expr)) for d in val.shape)
+    sizes = tuple(d if isinstance(d, int) else _one(ranges.get(str(d.node._expr))) for d in val.shape)
     return sizes if any(d is not None for d in sizes) else None
+
+
+def _one(size: tuple[int, int | None] | None) -> Size:
+    """A range of one size is that size."""
+    return size[0] if size is not None and size[0] == size[1] else size
 
 
 def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], traced: TracedGraph) -> None:

@@ -23,6 +23,7 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from .. import eager_paths
 from ..fxutil import base_name
 from ..infer import trace_for_inference
 from ..tracer import (
@@ -428,8 +429,20 @@ def _kept_notes(tg: TracedGraph) -> list[str]:
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
     """Capture in eval mode (dynamic sizes), and again in training mode and in another float
-    dtype to learn which literals follow them. Recurrent layers stay whole: generated code calls their kernels."""
+    dtype to learn which literals follow them. Recurrent layers stay whole: generated code calls
+    their kernels. Libraries take their eager paths (:mod:`unitcheck.eager_paths`) where that
+    captures with export; otherwise (a decision on the user's input, a capture that fails) the
+    export path is captured."""
     with kept_whole(RECURRENT_OPS):
+        if not eager_paths.loaded():  # no library loaded that computes otherwise when compiled
+            return _capture(model, example_inputs)
+        with eager_paths.eager_paths():
+            try:
+                res: Captures | None = _capture(model, example_inputs)
+            except Exception:  # the export path's capture reports the failure, if it fails too
+                res = None
+        if res is not None and res.eval.method == "export":
+            return res
         return _capture(model, example_inputs)
 
 

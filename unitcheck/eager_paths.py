@@ -1,0 +1,88 @@
+"""Libraries that compute otherwise when they are being compiled, held to their eager path.
+
+transformers asks whether it is being exported and computes otherwise if so. Building attention
+masks, eager drops a mask it can prove full (no padding; a causal mask SDPA's ``is_causal``
+gives) and calls SDPA without one; exported, it materialises the mask, and with grouped keys it
+repeats them instead of ``enable_gqa``. Gated-delta layers (Qwen3.5, OLMo-hybrid) solve their
+triangular systems with ``solve_triangular`` in eager and by forward substitution when exported.
+The kernels round otherwise, so a module generated from the exported path differs from the model
+in the last bits, and where a module sets ``is_causal`` (Phi-4's vision encoder) eager attends
+causally and the export does not.
+
+Code generation wants eager's computation. Within :func:`eager_paths` a capture patches the
+library's export checks (every transformers module's ``is_torchdynamo_exporting``, and the mask
+module's ``is_tracing``) to "not compiling", so the library takes eager's path; its tests of a
+mask's values (``padding_mask.all()``) become branches on values, which export with real values
+decides and asserts. Such a decision is sound when the value comes from the model's own constants
+(a mask of ones, positions from ``arange``), the same for every input; a decision on a user's
+input (an attention mask passed in) would hold the example's branch, so the capture refuses any
+such decision (:class:`EagerPathRefused`; the recorded stack ends at the model's call into the
+library, so it cannot tell whose branch it is) and the caller captures the export path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+from .errors import UnitcheckError
+
+__all__ = ["EagerPathRefused", "active", "eager_paths", "loaded", "patched"]
+
+_LIBRARY = "transformers"
+# (module, name) of the checks: the export check wherever a module imported it, and the mask
+# module's general tracing check (elsewhere it also guards code that cannot be traced in eager form)
+_EVERYWHERE = ("is_torchdynamo_exporting",)
+_MASKS = ("transformers.masking_utils", "is_tracing")
+_ON: contextvars.ContextVar[bool] = contextvars.ContextVar("eager_paths", default=False)
+
+
+class EagerPathRefused(UnitcheckError):
+    """A library's eager path decided on a user's input: the capture would hold the example's branch."""
+
+
+def _not_compiling(*args: object) -> bool:
+    return False
+
+
+def loaded() -> bool:
+    """Whether the library is imported (nothing to hold otherwise)."""
+    return _LIBRARY in sys.modules
+
+
+def _checks() -> list[tuple[ModuleType, str]]:
+    found = [(module, name) for key, module in list(sys.modules.items())
+             if key.startswith(_LIBRARY + ".") and isinstance(module, ModuleType)
+             for name in _EVERYWHERE if name in vars(module)]
+    masks = sys.modules.get(_MASKS[0])
+    return found + ([(masks, _MASKS[1])] if masks is not None and _MASKS[1] in vars(masks) else [])
+
+
+@contextlib.contextmanager
+def eager_paths() -> Iterator[None]:
+    """Captures inside take the library's eager paths (see the module's docstring)."""
+    token = _ON.set(True)
+    try:
+        yield
+    finally:
+        _ON.reset(token)
+
+
+def active() -> bool:
+    return _ON.get() and loaded()
+
+
+@contextlib.contextmanager
+def patched() -> Iterator[None]:
+    """The checks answer "not compiling" while one capture runs, when :func:`eager_paths` is on."""
+    saved = [(module, name, vars(module)[name]) for module, name in _checks()] if active() else []
+    for module, name, _ in saved:
+        setattr(module, name, _not_compiling)
+    try:
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
