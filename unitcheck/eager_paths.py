@@ -10,8 +10,9 @@ in the last bits, and where a module sets ``is_causal`` (Phi-4's vision encoder)
 causally and the export does not.
 
 Code generation wants eager's computation. Within :func:`eager_paths` a capture patches the
-library's export checks (every transformers module's ``is_torchdynamo_exporting``, and the mask
-module's ``is_tracing``) to "not compiling", so the library takes eager's path; its tests of a
+library's compile checks (``is_torchdynamo_exporting``, ``is_torchdynamo_compiling`` and
+``is_tracing`` in every transformers module that imported them) to answer as in eager, so the
+library takes eager's path; its tests of a
 mask's values (``padding_mask.all()``) become branches on values, which export with real values
 decides and asserts. Such a decision is sound when the value comes from the model's own constants
 (a mask of ones, positions from ``arange``), the same for every input; a decision on a user's
@@ -33,10 +34,9 @@ from .errors import UnitcheckError
 __all__ = ["EagerPathRefused", "active", "eager_paths", "loaded", "patched"]
 
 _LIBRARY = "transformers"
-# (module, name) of the checks: the export check wherever a module imported it, and the mask
-# module's general tracing check (elsewhere it also guards code that cannot be traced in eager form)
-_EVERYWHERE = ("is_torchdynamo_exporting",)
-_MASKS = ("transformers.masking_utils", "is_tracing")
+# the checks, wherever a module imported them: each answers as in eager, together (Mamba's scan
+# takes ``compiling and not exporting`` for a third path that neither eager nor export takes)
+_CHECKS = ("is_torchdynamo_exporting", "is_torchdynamo_compiling", "is_tracing")
 _ON: contextvars.ContextVar[bool] = contextvars.ContextVar("eager_paths", default=False)
 
 
@@ -54,11 +54,9 @@ def loaded() -> bool:
 
 
 def _checks() -> list[tuple[ModuleType, str]]:
-    found = [(module, name) for key, module in list(sys.modules.items())
-             if key.startswith(_LIBRARY + ".") and isinstance(module, ModuleType)
-             for name in _EVERYWHERE if name in vars(module)]
-    masks = sys.modules.get(_MASKS[0])
-    return found + ([(masks, _MASKS[1])] if masks is not None and _MASKS[1] in vars(masks) else [])
+    return [(module, name) for key, module in list(sys.modules.items())
+            if (key == _LIBRARY or key.startswith(_LIBRARY + ".")) and isinstance(module, ModuleType)
+            for name in _CHECKS if name in vars(module)]
 
 
 @contextlib.contextmanager

@@ -147,6 +147,7 @@ def test_a_users_attention_mask_keeps_every_mask() -> None:
 
 
 @needs_hf
+@pytest.mark.slow  # about 45 s: export unrolls the rule's loops three times (eval, training, dtype)
 def test_a_library_that_computes_otherwise_when_exported_is_regenerated_as_in_eager() -> None:
     """Qwen3.5's gated-delta rule solves its triangular systems with ``solve_triangular`` in
     eager and by forward substitution when ``is_torchdynamo_exporting()``; the two round
@@ -167,4 +168,4 @@ def test_a_library_that_computes_otherwise_when_exported_is_regenerated_as_in_ea
             return out.pow(2).mean()
 
     torch.manual_seed(0)
-    _check(DeltaRule(), torch.randn(2, 8, 8))
+    _check(DeltaRule(), torch.randn(2, 4, 8))
