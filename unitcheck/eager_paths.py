@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from .errors import UnitcheckError
+from .scoped import scoped
 
 __all__ = ["EagerPathRefused", "active", "eager_paths", "loaded", "patched"]
 
@@ -59,14 +60,9 @@ def _checks() -> list[tuple[ModuleType, str]]:
             for name in _CHECKS if name in vars(module)]
 
 
-@contextlib.contextmanager
-def eager_paths() -> Iterator[None]:
+def eager_paths() -> contextlib.AbstractContextManager[None]:
     """Captures inside take the library's eager paths (see the module's docstring)."""
-    token = _ON.set(True)
-    try:
-        yield
-    finally:
-        _ON.reset(token)
+    return scoped(_ON, True)
 
 
 def active() -> bool:

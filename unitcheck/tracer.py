@@ -47,6 +47,7 @@ from .fxutil import (
     user_frame,
 )
 from .quiet import quiet_loggers
+from .scoped import scoped
 
 __all__ = ["TraceError", "Leaf", "TracedGraph", "trace", "KEEP_OPS", "normalise_inputs", "to_meta"]
 
@@ -232,15 +233,10 @@ RECURRENT_OPS: tuple[Any, ...] = tuple(op for op in map(_resolve, (
 _KEPT_WHOLE: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("kept_whole", default=())
 
 
-@contextlib.contextmanager
-def kept_whole(ops: tuple[Any, ...]) -> Iterator[None]:
+def kept_whole(ops: tuple[Any, ...]) -> contextlib.AbstractContextManager[None]:
     """Captures inside keep ``ops`` whole when they lower a graph (code generation's: the model's
     own kernels), besides :data:`KEEP_OPS`."""
-    token = _KEPT_WHOLE.set(ops)
-    try:
-        yield
-    finally:
-        _KEPT_WHOLE.reset(token)
+    return scoped(_KEPT_WHOLE, ops)
 
 
 def _decomposition_table() -> Any:
