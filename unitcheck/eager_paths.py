@@ -12,9 +12,8 @@ causally and the export does not.
 Code generation wants eager's computation. Within :func:`eager_paths` a capture patches the
 library's compile checks (``is_torchdynamo_exporting``, ``is_torchdynamo_compiling`` and
 ``is_tracing`` in every transformers module that imported them) to answer as in eager, so the
-library takes eager's path; its tests of a
-mask's values (``padding_mask.all()``) become branches on values, which export with real values
-decides and asserts. Such a decision is sound when the value comes from the model's own constants
+library takes eager's path; its tests of a mask's values (``padding_mask.all()``) become
+branches on values, which export with real values decides and asserts. Such a decision is sound when the value comes from the model's own constants
 (a mask of ones, positions from ``arange``), the same for every input; a decision on a user's
 input (an attention mask passed in) would hold the example's branch, so the capture refuses any
 such decision (:class:`EagerPathRefused`; the recorded stack ends at the model's call into the
@@ -42,7 +41,7 @@ _ON: contextvars.ContextVar[bool] = contextvars.ContextVar("eager_paths", defaul
 
 
 class EagerPathRefused(UnitcheckError):
-    """A library's eager path decided on a user's input: the capture would hold the example's branch."""
+    """Under eager paths, a branch read a user's input: the capture would hold the example's branch."""
 
 
 def _not_compiling(*args: object) -> bool:
