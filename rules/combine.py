@@ -1,4 +1,4 @@
-"""Same-unit combines: add, sub, where, maximum, cat, stack, lerp, clamp, scatters, comparisons."""
+"""Same-unit combines: add, sub, where (and ``sym_ite`` on sizes), maximum, cat, stack, lerp, clamp, scatters, comparisons."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def add(ctx: RuleContext) -> UnitValue:
           "hypot", "nextafter", "heaviside"),
       funcs(torch.where, torch.maximum, torch.minimum, torch.fmax, torch.fmin, torch.remainder,
             torch.fmod, torch.masked_fill, torch.scatter, torch.scatter_add, torch.index_add,
-            torch.hypot, operator.mod),
+            torch.hypot, operator.mod, torch.sym_ite, torch.sym_max, torch.sym_min),
       method("masked_fill", "masked_fill_", "where", "maximum", "minimum", "remainder", "fmod",
              "scatter", "scatter_add", "index_add", "index_put", "index_fill"))
 def same_unit(ctx: RuleContext) -> UnitValue:
@@ -65,6 +65,7 @@ def same_unit(ctx: RuleContext) -> UnitValue:
 # argument positions that are conditions, dims or indices rather than data
 _SKIP: dict[str, tuple[int, ...]] = {
     "where": (0,),
+    "sym_ite": (0,),
     "masked_fill": (1,),
     "masked_fill_": (1,),
     "slice_scatter": (2, 3, 4, 5),

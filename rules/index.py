@@ -23,7 +23,7 @@ from ._util import funcs, ops
             operator.floordiv, torch.logical_and, torch.logical_or, torch.logical_not,
             torch.argmax, torch.argmin, torch.argsort, torch.any, torch.all, torch.isnan,
             torch.isinf, torch.isfinite, torch.nonzero, torch.bucketize, torch.searchsorted,
-            torch.nn.functional.one_hot),
+            torch.nn.functional.one_hot, torch.sym_not),
       method("logical_and", "logical_or", "logical_not", "argmax", "argmin", "argsort", "any",
              "all", "isnan", "isinf", "nonzero", "bool", "long", "int", "__and__", "__or__",
              "__invert__", "byte", "short"))

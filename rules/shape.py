@@ -36,7 +36,7 @@ _MOVE_FUNCS = funcs(
     torch.view_as_real, torch.view_as_complex, torch.real, torch.imag,
     torch.nn.functional.pixel_shuffle, torch.nn.functional.pixel_unshuffle,
     torch.nn.functional.dropout, torch.nn.functional.dropout1d, torch.nn.functional.dropout2d,
-    torch.nn.functional.dropout3d, torch.nn.functional.alpha_dropout,
+    torch.nn.functional.dropout3d, torch.nn.functional.alpha_dropout, torch.sym_float, torch.sym_int,
 )
 _MOVE_METHODS = method(
     "view", "reshape", "permute", "transpose", "t", "expand", "expand_as", "contiguous", "clone",

@@ -435,3 +435,37 @@ def test_an_image_input_keeps_its_size_and_a_free_batch() -> None:
     tokens = trace_for_inference(nn.Embedding(10, 4), torch.zeros(2, 5, dtype=torch.long), dynamic=True)
     (ids,) = [n for n in tokens.graph.nodes if n.op == "placeholder" and tokens.leaves[n.name].kind == "input"]
     assert all(isinstance(d, torch.SymInt) for d in ids.meta["val"].shape)
+
+
+class _SymbolicSizes(nn.Module):
+    """Python's size functions on symbolic sizes (transformers' eager mask path turns a bool read
+    into an int with ``sym_ite``): export records them as calls in the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = torch.sym_ite(x.shape[0] > 2, torch.sym_max(x.shape[0], 3), torch.sym_min(x.shape[0], 2))
+        return self.lin(x) * torch.sym_float(n)
+
+
+def test_size_functions_have_rules_and_are_not_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph is lowered for an op with no unit rule; lowering costs as much as the export, and
+    Python's size functions need none (a GPT-2 capture on transformers' eager path took 4x as
+    long). Their results follow their operands: a size stays an index."""
+    from unitcheck.infer import run_inference, trace_for_inference
+    from unitcheck.registry import lookup
+    from unitcheck.values import INDEX
+
+    lowered: list[object] = []
+    original = torch.export.ExportedProgram.run_decompositions
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions",
+                        lambda self, *a, **k: lowered.append(self) or original(self, *a, **k))
+    g = trace_for_inference(_SymbolicSizes(), torch.randn(3, 4), dynamic=True)
+    functions = [n for n in g.graph.nodes if n.op == "call_function" and str(n.target).startswith("<function sym_")]
+    assert {n.target.__name__ for n in functions} == {"sym_ite", "sym_max", "sym_min", "sym_float"}
+    assert lowered == [] and all(lookup(n.target) is not None for n in functions)
+    units = run_inference(g)
+    assert not units.unknown_ops and all(units.unit(n) == INDEX for n in functions), \
+        [(n.name, units.unit(n)) for n in functions]
