@@ -34,7 +34,7 @@ import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from . import eager_paths
+from . import eager_paths, fake_kernels
 from .diagnostics import Location
 from .draws import RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
@@ -199,6 +199,7 @@ class TracedGraph:
     # the lines where a random draw decides a branch (LayerDrop) -> the value the graph holds, on
     # which every layer runs; the nodes each draw guards are marked (unitcheck.draws)
     draw_lines: dict[str, int] = field(default_factory=dict)
+    lowered: bool = False  # decomposed after export (see _needs_lowering)
 
     def __post_init__(self) -> None:
         for n in self.gm.graph.nodes:  # graph walks tell parameters from data (graphs.stream_source)
@@ -726,34 +727,12 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
     fx.Graph.eliminate_dead_code = dce  # type: ignore[method-assign]
     try:
         with functorch_config.patch(fake_tensor_propagate_real_tensors=True,
-                                    generate_fake_kernels_from_real_mismatches=True), _bool_signbit():
+                                    generate_fake_kernels_from_real_mismatches=True):
             yield spec
     finally:
         ShapeEnv._log_real_tensor_propagation = log_original  # type: ignore[method-assign]
         ShapeEnv.set_real_tensor_prop_unbacked_vals = bind_original  # type: ignore[method-assign]
         fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def _bool_signbit() -> Iterator[None]:
-    """torch 2.13's fake kernel for ``prims.signbit`` gives the input's dtype where the kernel
-    gives bool. Real-value propagation compares the two, takes the mismatch for a missing kernel,
-    and makes up unbacked sizes that nothing binds, so floor division (its decomposition tests
-    signs) failed inside any real-value capture (transformers' MoE experts gather with
-    ``perm // top_k``). The fake kernel says bool while a capture runs."""
-    import torch._prims as prims
-
-    op: Any = torch.ops.prims.signbit.default
-    original = getattr(op, "prim_meta_impl", None)
-    if original is None:
-        yield
-        return
-    op.prim_meta_impl = functools.partial(prims._prim_elementwise_meta,
-                                          type_promotion=prims.ELEMENTWISE_PRIM_TYPE_PROMOTION_KIND.ALWAYS_BOOL)
-    try:
-        yield
-    finally:
-        op.prim_meta_impl = original
 
 
 class _Misdecided(Exception):
@@ -868,8 +847,10 @@ def _export(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dyn
     try:
         g = _export_once(model, args, kwargs, dynamic, lower_op, real, overrides)
         if g.draw_lines:
+            # at the same level as ``g``: the path without the layers may hold nothing that asks for lowering
             _layer_drops(g, _export_once(model, args, kwargs, dynamic, lower_op, real,
-                                         {**overrides, **{at: 1 - v for at, v in g.draw_lines.items()}}, keep=False))
+                                         {**overrides, **{at: 1 - v for at, v in g.draw_lines.items()}}, keep=False,
+                                         lower=g.lowered))
         return g
     except _Misdecided as err:
         if "" in err.values or set(err.values) <= set(overrides) or len(overrides) > 64:
@@ -890,7 +871,7 @@ def _layer_drops(g: TracedGraph, dropped: TracedGraph) -> None:
 
 def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,
                  lower_op: Callable[[Any], bool] | None, real: bool, overrides: dict[str, int],
-                 keep: bool = True) -> TracedGraph:
+                 keep: bool = True, lower: bool | None = None) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
     decided: list[str] = []
     draw_lines: dict[str, int] = {}
@@ -898,14 +879,14 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
-            _size_markings_undone((args, kwargs)), eager_paths.patched():
+            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
             spec.keep_draws = keep
             decided = _check_specialised(ep, spec)
             draw_lines = spec.draw_lines
             _mark_finite_reads(ep.graph_module.graph)
-        if _needs_lowering(ep.graph_module.graph, lower_op):
+        if _needs_lowering(ep.graph_module.graph, lower_op) if lower is None else lower:
             _mark_detaches(ep.graph_module.graph)
             _mark_no_grad_regions(ep.graph_module.graph)
             with _draws_kept():
@@ -956,6 +937,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
                     size_ranges=_narrowed_sizes(ep))
     g.notes += decided
     g.draw_lines = draw_lines
+    g.lowered = lowered
     return g
 
 
