@@ -469,3 +469,26 @@ def test_size_functions_have_rules_and_are_not_lowered(monkeypatch: pytest.Monke
     units = run_inference(g)
     assert not units.unknown_ops and all(units.unit(n) == INDEX for n in functions), \
         [(n.name, units.unit(n)) for n in functions]
+
+
+class _Experts(nn.Module):
+    """transformers' MoE experts on CPU in eager: one grouped product over the routed tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(2, 8, 4))
+
+    def forward(self, x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        return F.grouped_mm(x, self.w, offs=offs)
+
+
+def test_grouped_products_in_float32_are_exported() -> None:
+    """torch 2.13's fake kernel for ``_grouped_mm`` accepts bfloat16 only (CUDA's rule) where the
+    CPU kernel takes float32 too: export of a float32 MoE failed, and code generation fell back
+    to a path the model does not take in eager."""
+    torch.manual_seed(0)
+    model, inputs = _Experts(), (torch.randn(6, 8), torch.tensor([2, 6], dtype=torch.int32))
+    g = trace(model, inputs, dynamic=True)
+    assert g.method == "export" and [str(n.target) for n in g.compute_nodes()] == ["aten._grouped_mm.default"]
+    out = g.gm(*[leaf.value for leaf in g.leaves.values() if leaf.kind != "input"], *inputs)[0]
+    assert out.dtype == torch.float32 and torch.equal(out, model(*inputs))

@@ -1,0 +1,81 @@
+"""torch's fake kernels, corrected where they disagree with the CPU kernels, while a capture runs.
+
+Export computes every op's output sizes and dtype with a fake (meta) kernel. Where that kernel
+rejects what the CPU kernel accepts, or answers otherwise, a model that runs in eager cannot be
+captured, or is captured on another path. Each correction below names the torch version whose
+kernel it mends and keeps every check the kernel makes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["corrected"]
+
+
+@contextlib.contextmanager
+def _bool_signbit() -> Iterator[None]:
+    """torch 2.13's fake kernel for ``prims.signbit`` gives the input's dtype where the kernel
+    gives bool. Real-value propagation compares the two, takes the mismatch for a missing kernel,
+    and makes up unbacked sizes that nothing binds, so floor division (its decomposition tests
+    signs) failed inside any real-value capture (transformers' MoE experts gather with
+    ``perm // top_k``)."""
+    import torch._prims as prims
+
+    op: Any = torch.ops.prims.signbit.default
+    original = getattr(op, "prim_meta_impl", None)
+    if original is None:
+        yield
+        return
+    op.prim_meta_impl = functools.partial(prims._prim_elementwise_meta,
+                                          type_promotion=prims.ELEMENTWISE_PRIM_TYPE_PROMOTION_KIND.ALWAYS_BOOL)
+    try:
+        yield
+    finally:
+        op.prim_meta_impl = original
+
+
+@contextlib.contextmanager
+def _float_grouped_mm() -> Iterator[None]:
+    """torch 2.13's fake kernel for ``_grouped_mm`` accepts bfloat16 only (the CUDA kernel's
+    rule); the CPU kernel also takes float32 and float16, and transformers' MoE experts call it
+    on CPU in eager. For those the fake kernel checks what fixes the output's sizes (the layouts
+    and their offsets) and gives the output the inputs' dtype; the kernel checks the strides
+    when the graph runs."""
+    import torch._meta_registrations as meta
+
+    original = getattr(meta, "_meta_grouped_mm_common", None)
+    if original is None:
+        yield
+        return
+
+    def common(mat_a: torch.Tensor, mat_b: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        dtype, offs, out_dtype = mat_a.dtype, kwargs.get("offs"), kwargs.get("out_dtype")
+        if kwargs.get("scale_a") is not None or dtype not in (torch.float32, torch.float16) \
+                or mat_b.dtype != dtype or out_dtype not in (None, dtype):
+            return original(mat_a, mat_b, **kwargs)
+        torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3), lambda: "multiplicands must be 2D or 3D")
+        torch._check((offs is not None) == (mat_a.dim() == 2 or mat_b.dim() == 2),
+                     lambda: "offsets are needed exactly for 2D multiplicands")
+        if mat_a.dim() == 3 or mat_b.dim() == 3:
+            torch._check(mat_a.size(-1) == mat_b.size(-2), lambda: "contraction sizes must match")
+        out: torch.Tensor = meta._create_grouped_mm_output_tensor(mat_a, mat_b, offs, dtype)
+        return out
+
+    meta._meta_grouped_mm_common = common
+    try:
+        yield
+    finally:
+        meta._meta_grouped_mm_common = original
+
+
+@contextlib.contextmanager
+def corrected() -> Iterator[None]:
+    """Every correction, for the duration of one capture."""
+    with _bool_signbit(), _float_grouped_mm():
+        yield
