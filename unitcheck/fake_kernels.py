@@ -67,7 +67,7 @@ def _float_grouped_mm() -> Iterator[None]:
         out: torch.Tensor = meta._create_grouped_mm_output_tensor(mat_a, mat_b, offs, dtype)
         return out
 
-    meta._meta_grouped_mm_common = common
+    meta._meta_grouped_mm_common = common  # type: ignore[assignment]
     try:
         yield
     finally:
