@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value", "layer_drop"]
+__all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value", "grouped_mm", "layer_drop"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -76,3 +76,28 @@ def layer_drop(read: object, kept: int, layer: Callable[..., Any], dropped: Any,
     (``read``) has the value that keeps the layer, else the value the model leaves when it drops
     the layer (the stream as it came in)."""
     return layer(*inputs) if int(read) == kept else dropped  # type: ignore[call-overload]
+
+
+# the dtypes ``_grouped_mm``'s CPU kernel takes (torch 2.13)
+_GROUPED_MM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None = None,
+               bias: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``aten._grouped_mm``, through its kernel wherever it has one (the bits the model computes).
+    The CPU kernel has no float64, in which the oracle measures a model: there tokens sorted by
+    group (rows of ``mat_a`` up to each offset) take one product per group's matrix, and a batch
+    of matrices one batched product; other layouts go to the kernel, which says what it lacks."""
+    plain = bias is None and out_dtype in (None, mat_a.dtype)
+    if mat_a.dtype in _GROUPED_MM_DTYPES or mat_a.device.type != "cpu" or not plain:
+        return torch.ops.aten._grouped_mm.default(mat_a, mat_b, offs, bias, out_dtype)
+    if mat_a.dim() == 3 and mat_b.dim() == 3 and offs is None:
+        return torch.bmm(mat_a, mat_b)
+    if mat_a.dim() == 2 and mat_b.dim() == 3 and offs is not None:
+        out = mat_a.new_zeros(mat_a.shape[0], mat_b.shape[-1])  # rows past the last offset: none
+        start = 0
+        for group, end in enumerate(offs.tolist()):
+            out[start:end] = mat_a[start:end] @ mat_b[group]
+            start = end
+        return out
+    return torch.ops.aten._grouped_mm.default(mat_a, mat_b, offs, bias, out_dtype)

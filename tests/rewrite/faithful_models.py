@@ -602,3 +602,20 @@ class Recurrent(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, _ = self.rnn(x)
         return self.out(h)
+
+
+class GroupedExperts(nn.Module):
+    """MoE experts as transformers runs them on CPU in eager: tokens sorted by expert, one grouped
+    product (``F.grouped_mm``, whose CPU kernel has no float64), then back in token order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = nn.Linear(8, 3)
+        self.w = nn.Parameter(torch.randn(3, 8, 4) / 8**0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        expert = self.router(x).argmax(-1)
+        order = expert.argsort()
+        offs = torch.bincount(expert, minlength=3).cumsum(0).to(torch.int32)
+        y = F.grouped_mm(x[order], self.w.to(x.dtype), offs=offs)
+        return y[order.argsort()].sum(-1)

@@ -32,6 +32,7 @@ from .faithful_models import (
     DropsAcross,
     DropsLayers,
     DropsLowered,
+    GroupedExperts,
     LateField,
     LogSumExpSink,
     LongestPlusLength,
@@ -520,3 +521,21 @@ def test_layer_drop_skips_the_layers_the_model_skips(model_cls: type[nn.Module])
         assert differences(model, res.module, x, True)
     finally:
         names[call] = layer_drop
+
+
+def test_a_grouped_product_regenerates_and_runs_in_float64() -> None:
+    """Generated code calls ``_grouped_mm``'s kernel, as the model does in eager (the same bits);
+    the CPU kernel has no float64, where the oracle measures, so there it computes one product per
+    group."""
+    torch.manual_seed(0)
+    model, x = GroupedExperts(), torch.randn(10, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "_grouped_mm" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+    original, x64 = copy.deepcopy(model).double(), x.double()
+    with pytest.raises(RuntimeError, match="Float32"):  # the model itself cannot
+        original(x64)
+    expert = original.router(x64).argmax(-1)  # the loop, written out
+    want = torch.stack([x64[i] @ original.w[e] for i, e in enumerate(expert.tolist())]).sum(-1)
+    assert torch.allclose(copy.deepcopy(res.module).double()(x64), want, rtol=1e-12, atol=1e-12)

@@ -32,7 +32,7 @@ from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_upd
 from ..draws import SKIP
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
-from ..runtime import Size, copy_into, expect_sizes, expect_value, update_buffer
+from ..runtime import Size, copy_into, expect_sizes, expect_value, grouped_mm, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
 from .layerdrop import branch_on_draws
 from .outputs import declared_order
@@ -58,8 +58,10 @@ _BUILTIN_NAMESPACES = frozenset({"aten", "prims", "rngprims", "quantized", "_qua
 
 _FORWARDS = ("forward", "_forward_eval", "_forward_train")  # the other methods are layers a draw skips
 # ops emitted as an equivalent with the same values: views as reshapes (a view of a non-contiguous
-# tensor fails), the functional copy of slice assignment as a differentiable one
-_EMIT_AS: dict[Any, Any] = {**RUN_VIEW_AS, torch.ops.aten.copy.default: copy_into}
+# tensor fails), the functional copy of slice assignment as a differentiable one, a grouped product
+# through a function that also runs where the kernel lacks the dtype (float64 on CPU)
+_EMIT_AS: dict[Any, Any] = {**RUN_VIEW_AS, torch.ops.aten.copy.default: copy_into,
+                            torch.ops.aten._grouped_mm.default: grouped_mm}
 
 
 class CodegenError(UnitcheckError, ValueError):
@@ -97,7 +99,8 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
         leaf = traced.leaves.get(node.name)
         if node.op == "placeholder" and (leaf is None or leaf.kind == "input"):
             env[node] = ph = graph.placeholder(node.name)
-            ph.meta.update({k: node.meta[k] for k in (SKIP,) if k in node.meta})  # a dropped layer leaves it
+            # a dropped layer leaves it; the value's metadata says which casts convert floats
+            ph.meta.update({k: node.meta[k] for k in (SKIP, "val") if k in node.meta})
             checks += _input_checks(node, ph, traced.size_ranges)
             continue
         if checks and node.op != "placeholder":  # the inputs' checks open the body
@@ -110,7 +113,8 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
             if not _has(root, leaf.name):
                 frozen = leaf.kind == "param" and not leaf.value.requires_grad  # a frozen table stays frozen
                 set_attr(root, leaf.name, nn.Parameter(value, requires_grad=not frozen) if leaf.kind == "param" else value)
-            env[node] = graph.get_attr(leaf.name)
+            env[node] = attr = graph.get_attr(leaf.name)
+            attr.meta.update({k: node.meta[k] for k in ("val",) if k in node.meta})
             continue
         if node.op == "get_attr":
             value = _fetch(traced.gm, str(node.target))
@@ -422,6 +426,15 @@ def _follow_literals(graph: fx.Graph, here: torch.dtype, other: torch.dtype | No
             _set_arg(node, name, _train_expr(ev, tr) if name in train else ev)
 
 
+def _plain_cast(node: fx.Node) -> bool:
+    """A cast that only converts (dtype, layout, device): ``_to_copy`` in a lowered graph,
+    ``to`` in export's training IR."""
+    if node.target is aten._to_copy.default:
+        return set(node.kwargs) <= {"dtype", "layout", "device"}
+    return node.target in (aten.to.dtype, aten.to.dtype_layout) and len(node.args) <= 2 \
+        and set(node.kwargs) <= {"dtype", "layout", "device", "non_blocking", "copy"}
+
+
 def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
     """Factories follow the input's device; metadata assertions (which pin the captured dtype
     and device) go. With ``drop_casts`` (no dtype comparison was possible), float-to-float
@@ -437,7 +450,7 @@ def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
             node.kwargs = {**node.kwargs, "device": device_node}
         if node.target is aten._assert_tensor_metadata.default:
             graph.erase_node(node)
-        elif drop_casts and node.target is aten._to_copy.default and set(node.kwargs) <= {"dtype", "layout", "device"}:
+        elif drop_casts and _plain_cast(node):
             src = node.args[0]
             val, out = getattr(src, "meta", {}).get("val"), node.meta.get("val")
             if (isinstance(val, torch.Tensor) and isinstance(out, torch.Tensor)
