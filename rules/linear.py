@@ -155,6 +155,28 @@ def grouped_mm(ctx: RuleContext) -> UnitValue:
     return with_bias(ctx, out, ctx.arg(3, "bias"), "grouped_mm")
 
 
+@rule(ops("linalg_solve_triangular", "linalg_solve"), funcs(torch.linalg.solve_triangular, torch.linalg.solve))
+def solve(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: the solution X of A X = B (or X A = B) has unit u(B) / u(A). With
+    ``unitriangular=True`` the solver takes A's diagonal to be ones, so A's other entries must be
+    dimensionless; X then has u(B).
+    Why it matters: gated delta-rule layers (Qwen3.5, OLMo-hybrid) solve I + L over key products
+    in eager; unnormalised keys would make the implied identity a mismatched sum.
+    Example: ``torch.linalg.solve_triangular(ut_system, v_beta, upper=False, unitriangular=True)``.
+    Fix: normalise the keys that build the system (as gated delta layers do).
+    """
+    a, b = ctx.arg(0, "A", ctx.kwargs.get("self")), ctx.arg(1, "B")
+    unitriangular = ctx.op.endswith("solve_triangular") and bool(ctx.kwargs.get("unitriangular", False))
+    if not unitriangular:
+        return product(ctx, [b, a], [1, -1])
+    va = ctx.u(a)
+    if not ctx.to_dimensionless(va):
+        return ctx.violation("UC101", f"a unit-triangular solve adds its unit diagonal to a matrix of unit {va}",
+                             {"A": va})
+    return ctx.u(b)
+
+
 _FFT = ops("_fft_r2c", "_fft_c2c", "_fft_c2r", "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn",
            "fft_ifftn", "fft_rfft", "fft_irfft", "fft_rfft2", "fft_irfft2", "fft_rfftn", "fft_irfftn",
            "fft_hfft", "fft_ihfft", "fft_fftshift", "fft_ifftshift")

@@ -261,6 +261,35 @@ def _uc901() -> tuple[nn.Module, Any]:
     return Determinant(), torch.randn(2, 3, 3, generator=_g())
 
 
+class DeltaSolve(nn.Module):  # UC101: a unit-triangular solve over raw key products
+    """A gated delta rule's UT system, solved as Qwen3.5 does in eager: (I + L) X = V with L the
+    strict lower triangle of key products; the keys' unit makes I + L a mismatched sum unless they
+    are normalised. A plain triangular solve of a weight's triangle gives u(V) / u(W)."""
+
+    def __init__(self, normalise: bool) -> None:
+        super().__init__()
+        self.k, self.v = nn.Linear(8, 8, bias=False), nn.Linear(8, 8, bias=False)
+        self.tri = nn.Parameter(torch.eye(6) + 0.1 * torch.randn(6, 6, generator=_g(1)))
+        self.normalise = normalise
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        k = F.normalize(self.k(x), dim=-1) if self.normalise else self.k(x)
+        system = (k @ k.transpose(-1, -2)).tril(-1)
+        v = self.v(x)
+        delta = torch.linalg.solve_triangular(system, v, upper=False, unitriangular=True)
+        return delta, torch.linalg.solve_triangular(self.tri.tril(), v, upper=False)
+
+
+@fixture("uc101_unit_triangular_solve")
+def _uc101_solve() -> tuple[nn.Module, Any]:
+    return DeltaSolve(False), torch.randn(2, 6, 8, generator=_g())
+
+
+@fixture("uc101_unit_triangular_solve_normalised")
+def _uc101_solve_ok() -> tuple[nn.Module, Any]:
+    return DeltaSolve(True), torch.randn(2, 6, 8, generator=_g())
+
+
 INPUT_UNITS: dict[str, dict[str, str]] = {
     "uc302_unitful_loss": {"pred": "in:y"},
     "uc303_loss_terms": {"g": "in:u", "f": "in:u^2"},
