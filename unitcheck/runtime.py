@@ -85,19 +85,20 @@ _GROUPED_MM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 def grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """``aten._grouped_mm``, through its kernel wherever it has one (the bits the model computes).
-    The CPU kernel has no float64, in which the oracle measures a model: there tokens sorted by
-    group (rows of ``mat_a`` up to each offset) take one product per group's matrix, and a batch
-    of matrices one batched product; other layouts go to the kernel, which says what it lacks."""
+    The CPU kernel has no float64, in which the oracle measures a model: there every group's
+    matrix multiplies the tokens (rows of ``mat_a``, sorted by group up to each offset) and each
+    token keeps its own group's product, with no size that depends on the offsets' values, so the
+    function also exports; a batch of matrices takes one batched product. Other layouts go to the
+    kernel, which says what it lacks."""
     plain = bias is None and out_dtype in (None, mat_a.dtype)
     if mat_a.dtype in _GROUPED_MM_DTYPES or mat_a.device.type != "cpu" or not plain:
         return torch.ops.aten._grouped_mm.default(mat_a, mat_b, offs, bias, out_dtype)
     if mat_a.dim() == 3 and mat_b.dim() == 3 and offs is None:
         return torch.bmm(mat_a, mat_b)
     if mat_a.dim() == 2 and mat_b.dim() == 3 and offs is not None:
-        out = mat_a.new_zeros(mat_a.shape[0], mat_b.shape[-1])  # rows past the last offset: none
-        start = 0
-        for group, end in enumerate(offs.tolist()):
-            out[start:end] = mat_a[start:end] @ mat_b[group]
-            start = end
-        return out
+        rows = torch.arange(mat_a.shape[0], device=mat_a.device)
+        group = torch.searchsorted(offs.to(rows.dtype), rows, right=True)  # rows past the last offset: none
+        every = torch.matmul(mat_a, mat_b)  # (groups, rows, columns)
+        kept = every[group.clamp(max=mat_b.shape[0] - 1), rows]
+        return kept * (group < mat_b.shape[0]).unsqueeze(-1).to(kept.dtype)
     return torch.ops.aten._grouped_mm.default(mat_a, mat_b, offs, bias, out_dtype)

@@ -19,6 +19,7 @@ from unitcheck.rewrite.api import rewrite
 from unitcheck.rewrite.equal import differences
 from unitcheck.runtime import layer_drop
 from unitcheck.testing import same_computation
+from unitcheck.tracer import trace
 
 from .faithful_models import (
     ROUNDING_KERNELS,
@@ -525,8 +526,9 @@ def test_layer_drop_skips_the_layers_the_model_skips(model_cls: type[nn.Module])
 
 def test_a_grouped_product_regenerates_and_runs_in_float64() -> None:
     """Generated code calls ``_grouped_mm``'s kernel, as the model does in eager (the same bits);
-    the CPU kernel has no float64, where the oracle measures, so there it computes one product per
-    group."""
+    the CPU kernel has no float64, where the oracle measures, so there it computes every group's
+    product and keeps each token's, which export captures (a loop over the offsets' values did
+    not)."""
     torch.manual_seed(0)
     model, x = GroupedExperts(), torch.randn(10, 8)
     res = rewrite(model, (x,), to="identity")
@@ -538,4 +540,6 @@ def test_a_grouped_product_regenerates_and_runs_in_float64() -> None:
         original(x64)
     expert = original.router(x64).argmax(-1)  # the loop, written out
     want = torch.stack([x64[i] @ original.w[e] for i, e in enumerate(expert.tolist())]).sum(-1)
-    assert torch.allclose(copy.deepcopy(res.module).double()(x64), want, rtol=1e-12, atol=1e-12)
+    generated = copy.deepcopy(res.module).double()
+    assert torch.allclose(generated(x64), want, rtol=1e-12, atol=1e-12)
+    assert trace(generated, (x64,), dynamic=True).method == "export"  # as `units DIR --verify` captures it
