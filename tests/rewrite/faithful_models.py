@@ -606,7 +606,8 @@ class Recurrent(nn.Module):
 
 class GroupedExperts(nn.Module):
     """MoE experts as transformers runs them on CPU in eager: tokens sorted by expert, one grouped
-    product (``F.grouped_mm``, whose CPU kernel has no float64), then back in token order."""
+    product (``F.grouped_mm``, whose CPU kernel has no float64), then back in token order, into a
+    tensor made with the input's dtype (a literal in the graph)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -618,4 +619,7 @@ class GroupedExperts(nn.Module):
         order = expert.argsort()
         offs = torch.bincount(expert, minlength=3).cumsum(0).to(torch.int32)
         y = F.grouped_mm(x[order], self.w.to(x.dtype), offs=offs)
-        return y[order.argsort()].sum(-1)
+        out = x.new_empty(x.shape[0], 5)  # filled by parts, as DeepSeek's rotary split fills its keys
+        out[:, :4] = y[order.argsort()]
+        out[:, 4:] = x[:, :1]
+        return out.sum(-1)

@@ -539,7 +539,7 @@ def test_a_grouped_product_regenerates_and_runs_in_float64() -> None:
     with pytest.raises(RuntimeError, match="Float32"):  # the model itself cannot
         original(x64)
     expert = original.router(x64).argmax(-1)  # the loop, written out
-    want = torch.stack([x64[i] @ original.w[e] for i, e in enumerate(expert.tolist())]).sum(-1)
+    want = torch.stack([x64[i] @ original.w[e] for i, e in enumerate(expert.tolist())]).sum(-1) + x64[:, 0]
     generated = copy.deepcopy(res.module).double()
     assert torch.allclose(generated(x64), want, rtol=1e-12, atol=1e-12)
     assert trace(generated, (x64,), dynamic=True).method == "export"  # as `units DIR --verify` captures it

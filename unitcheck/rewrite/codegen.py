@@ -438,7 +438,8 @@ def _plain_cast(node: fx.Node) -> bool:
 def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
     """Factories follow the input's device; metadata assertions (which pin the captured dtype
     and device) go. With ``drop_casts`` (no dtype comparison was possible), float-to-float
-    casts go too, so the model at least runs in whatever precision its parameters have."""
+    casts go too, so the model at least runs in whatever precision its parameters have (and
+    :func:`_parameters_dtype` gives what is made in the capture's dtype theirs)."""
     first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
     device_node = None
     for node in list(graph.nodes):
@@ -459,6 +460,16 @@ def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
                 graph.erase_node(node)
 
 
+def _parameters_dtype(graph: fx.Graph, here: torch.dtype) -> None:
+    """With no dtype comparison possible, the capture's float dtype where a node makes or casts
+    to it (``new_empty`` records the dtype it inherited, ``mask.to(x.dtype)`` the dtype it read)
+    becomes the parameters' dtype, as the casts between floats were dropped: a model run in
+    float64 then makes its tensors in float64 (the oracle measures in it)."""
+    for node in graph.nodes:
+        if node.op == "call_function" and named_args(node).get("dtype") == here:
+            _set_arg(node, "dtype", _Py("_float_dtype(self)"))
+
+
 def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
              dtype: torch.dtype = torch.float32, other: torch.dtype | None = None) -> Generated:
     """The generated module's attributes and graphs: one ``forward``, or one graph per mode when
@@ -477,6 +488,8 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
         _detach_again(graph)
         _follow_literals(graph, dtype, other, notes)
         _device_and_metadata(graph, drop_casts=other is None)
+        if other is None:
+            _parameters_dtype(graph, dtype)
         graph.lint()
         graphs[name] = graph
         methods.update(branch_on_draws(graph, name))

@@ -478,5 +478,6 @@ def _capture(model: nn.Module, example_inputs: Any) -> Captures:
         res.other = other
     else:
         res.notes.append(f"no literal follows the dtype ({why.splitlines()[0][:200]}): "
-                         "float casts are dropped so the model runs in its parameters' dtype")
+                         "float casts are dropped, and what is made in the capture's dtype takes the parameters' "
+                         "dtype, so the model runs in its parameters' dtype")
     return res
