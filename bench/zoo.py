@@ -394,6 +394,18 @@ def absorb(store: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return updated
 
 
+def take(store: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Take ``other``'s entries whole where they are newer (a sweep of every stage of those
+    types, run in another store while this one was in use), with its runs. Unlike
+    :func:`absorb`, the build moves too, so each entry stays one build's. Returns the types."""
+    taken = [mt for mt, theirs in other.get("entries", {}).items()
+             if theirs.get("finished", 0.0) >= store["entries"].get(mt, {}).get("finished", 0.0)]
+    for mt in taken:
+        store["entries"][mt] = other["entries"][mt]
+    store.setdefault("runs", []).extend(r for r in other.get("runs", []) if r not in store.get("runs", []))
+    return taken
+
+
 # -- running ----------------------------------------------------------------------------------
 
 
@@ -683,6 +695,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--absorb", type=Path, nargs="+", metavar="STORE",
                     help="take these stores' verify, identity and rewrite records made on the same builds, "
                          "rewrite the page and exit")
+    ap.add_argument("--take", type=Path, nargs="+", metavar="STORE",
+                    help="take these stores' newer entries whole (every stage, the build included), rewrite "
+                         "the page and exit")
     ap.add_argument("--fail-on-error", action="store_true",
                     help="exit 1 when a type run now has an internal error (a bug) in any stage (for CI)")
     args = ap.parse_args(argv)
@@ -699,7 +714,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             got = absorb(store, load_store(path))
             print(f"zoo: {len(got)} types took records from {path}")
         save_store(args.store, store)
-    if args.render_only or args.absorb:
+    for path in args.take or []:
+        if not path.exists():
+            ap.error(f"no store at {path}")
+        print(f"zoo: {len(take(store, load_store(path)))} types taken whole from {path}")
+        save_store(args.store, store)
+    if args.render_only or args.absorb or args.take:
         _write_page(args.md, store)
         return 0
 

@@ -165,3 +165,21 @@ def test_absorb_takes_newer_records_made_on_the_same_build() -> None:
     assert store["entries"]["c"]["stages"]["verify"] == {"status": "fail"}  # ours is newer
     assert "d" not in store["entries"]
 
+
+
+def test_take_replaces_whole_entries_that_are_newer() -> None:
+    old = {"status": "ok", "plan": "small", "parameters": 10, "head": "H", "inputs": "input_ids"}
+    new = {**old, "head": "G"}
+    store = {"runs": [{"chosen": 1}], "entries": {
+        "a": {"finished": 1.0, "stages": {"build": old, "trace": {"status": "ok"}, "verify": {"status": "ok"}}},
+        "b": {"finished": 5.0, "stages": {"build": old}},
+    }}
+    other = {"runs": [{"chosen": 2}], "entries": {
+        "a": {"finished": 2.0, "stages": {"build": new, "trace": {"status": "fail"}}},
+        "b": {"finished": 3.0, "stages": {"build": new}},
+        "c": {"finished": 2.0, "stages": {"build": new}},
+    }}
+    assert zoo.take(store, other) == ["a", "c"]
+    assert store["entries"]["a"]["stages"] == {"build": new, "trace": {"status": "fail"}}  # no stale verify
+    assert store["entries"]["b"]["stages"]["build"] == old  # ours is newer
+    assert store["entries"]["c"]["stages"]["build"] == new and store["runs"] == [{"chosen": 1}, {"chosen": 2}]
