@@ -3,6 +3,7 @@ the generated code, written relative to the model's dtype."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.fx as fx
 
@@ -63,3 +64,35 @@ def test_views_that_spell_a_size_differently_align() -> None:
     diffs = align(a, _rotary_view(copy_first=True))
     casts = [n for n in a.nodes if n.target is aten.to.dtype]
     assert [(n, key) for n, key, _, _ in diffs] == [(casts[0], "dtype")]  # the copy, kept relative
+
+
+def _zeros_then_product(cast: str | None) -> fx.Graph:
+    """Qwen3.5's gated delta rule: ``torch.zeros(...).to(value)`` (made in the default dtype,
+    cast to the input's), then ``k @ state``. The float32 capture has no cast; the float64 one
+    casts as export's training IR writes it (``to.dtype``) or as a lowered graph does, with a
+    memory format or without."""
+    g = fx.Graph()
+    k = g.placeholder("k")
+    f64 = cast is not None
+    k.meta["val"] = torch.empty(2, 4, dtype=torch.float64 if f64 else torch.float32)
+    z = _op(g, aten.zeros.default, ([4, 4],), torch.empty(4, 4))
+    if cast == "to":
+        z = _op(g, aten.to.dtype, (z, torch.float64), torch.empty(4, 4, dtype=torch.float64))
+    elif cast == "_to_copy":
+        z = _op(g, aten._to_copy.default, (z,), torch.empty(4, 4, dtype=torch.float64), {"dtype": torch.float64})
+    elif cast == "contiguous":  # ``.to(torch.float64, memory_format=torch.contiguous_format)``
+        z = _op(g, aten._to_copy.default, (z,), torch.empty(4, 4, dtype=torch.float64),
+                {"dtype": torch.float64, "memory_format": torch.contiguous_format})
+    g.output(_op(g, aten.matmul.default, (k, z), k.meta["val"]))
+    return g
+
+
+@pytest.mark.parametrize("cast", ["to", "_to_copy", "contiguous"])
+def test_a_cast_of_a_made_tensor_only_the_other_capture_makes_is_kept(cast: str) -> None:
+    a = _zeros_then_product(None)
+    diffs = align(a, _zeros_then_product(cast))
+    casts = [n for n in a.nodes if n.target is aten.to.dtype]
+    assert [(n, key, x, y) for n, key, x, y in diffs] == [(*casts, "dtype", torch.float32, torch.float64)], a
+    matmul = next(n for n in a.nodes if n.target is aten.matmul.default)
+    assert matmul.args[1] is casts[0]  # the product reads the zeros through the cast
+    assert casts[0].kwargs == ({"memory_format": torch.contiguous_format} if cast == "contiguous" else {})

@@ -37,7 +37,7 @@ from ..tracer import DETACH_KEY, TracedGraph
 from .layerdrop import branch_on_draws
 from .outputs import declared_order
 from .patterns import set_attr
-from .variants import DTYPE_KEY, TRAIN_KEY, named_args
+from .variants import DTYPE_KEY, TRAIN_KEY, named_args, plain_cast
 
 __all__ = ["Generated", "generate", "render_source", "CodegenError"]
 
@@ -426,15 +426,6 @@ def _follow_literals(graph: fx.Graph, here: torch.dtype, other: torch.dtype | No
             _set_arg(node, name, _train_expr(ev, tr) if name in train else ev)
 
 
-def _plain_cast(node: fx.Node) -> bool:
-    """A cast that only converts (dtype, layout, device): ``_to_copy`` in a lowered graph,
-    ``to`` in export's training IR."""
-    if node.target is aten._to_copy.default:
-        return set(node.kwargs) <= {"dtype", "layout", "device"}
-    return node.target in (aten.to.dtype, aten.to.dtype_layout) and len(node.args) <= 2 \
-        and set(node.kwargs) <= {"dtype", "layout", "device", "non_blocking", "copy"}
-
-
 def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
     """Factories follow the input's device; metadata assertions (which pin the captured dtype
     and device) go. With ``drop_casts`` (no dtype comparison was possible), float-to-float
@@ -451,7 +442,7 @@ def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
             node.kwargs = {**node.kwargs, "device": device_node}
         if node.target is aten._assert_tensor_metadata.default:
             graph.erase_node(node)
-        elif drop_casts and _plain_cast(node):
+        elif drop_casts and plain_cast(node):
             src = node.args[0]
             val, out = getattr(src, "meta", {}).get("val"), node.meta.get("val")
             if (isinstance(val, torch.Tensor) and isinstance(out, torch.Tensor)

@@ -38,7 +38,8 @@ from ..tracer import (
     set_attributes,
 )
 
-__all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args"]
+__all__ = ["TRAIN_KEY", "DTYPE_KEY", "Unaligned", "Captures", "capture", "align", "named_args", "plain_cast",
+           "cast_dtype"]
 
 TRAIN_KEY = "unitcheck_train"  # node.meta: {argument name: its value in training mode}
 DTYPE_KEY = "unitcheck_dtype"  # node.meta: {argument name: (the other dtype, its value there)}
@@ -126,7 +127,7 @@ class _Alignment:
             for n in reversed(ys[:j]):
                 if n in self.back:
                     chain.append(self.back[n])
-                elif n in self.alias_b and _dtype_cast(n):
+                elif n in self.alias_b and cast_dtype(n) is not None:
                     chain.append(n)
             if start is not x or chain:
                 self.pending.append((x, [start, *chain]))
@@ -176,9 +177,21 @@ def _noop(node: fx.Node) -> bool:
             and a.shape == b.shape)
 
 
-def _dtype_cast(node: fx.Node) -> bool:
-    return node.target is torch.ops.aten._to_copy.default and set(node.kwargs) <= {"dtype", "layout", "device"} \
-        and "dtype" in node.kwargs
+def plain_cast(node: fx.Node) -> bool:
+    """A cast that only converts (dtype, layout, device; a memory format changes strides, not
+    values): ``_to_copy`` in a lowered graph, ``to`` in export's training IR."""
+    if node.target is torch.ops.aten._to_copy.default:
+        return set(node.kwargs) <= {"dtype", "layout", "device", "memory_format"}
+    return node.target in (torch.ops.aten.to.dtype, torch.ops.aten.to.dtype_layout) and len(node.args) <= 2 \
+        and set(node.kwargs) <= {"dtype", "layout", "device", "non_blocking", "copy", "memory_format"}
+
+
+def cast_dtype(node: fx.Node) -> torch.dtype | None:
+    """The dtype a plain cast converts to; None for anything else (or a cast of device only)."""
+    if node.op != "call_function" or not plain_cast(node):
+        return None
+    dtype = named_args(node).get("dtype")
+    return dtype if isinstance(dtype, torch.dtype) else None
 
 
 def _forwarded(node: Any) -> list[fx.Node]:
@@ -249,11 +262,12 @@ def _edit(graph: fx.Graph, al: _Alignment, user: fx.Node, old: fx.Node, chain: l
         val = cur.meta.get("val")
         if not isinstance(val, torch.Tensor):
             continue
+        fmt = {k: v for k, v in named_args(n).items() if k == "memory_format" and v is not None}
         with graph.inserting_before(user):
-            cast = graph.call_function(torch.ops.aten.to.dtype, (cur, val.dtype))  # self where already so
+            cast = graph.call_function(torch.ops.aten.to.dtype, (cur, val.dtype), fmt)  # self where already so
         cast.meta.update({k: v for k, v in user.meta.items() if k in ("nn_module_stack", "stack_trace")})
         cast.meta["val"] = val
-        diffs.append((cast, "dtype", val.dtype, n.kwargs["dtype"]))
+        diffs.append((cast, "dtype", val.dtype, cast_dtype(n)))
         cur = cast
     if cur is not old:
         user.replace_input_with(old, cur)
