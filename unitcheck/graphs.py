@@ -186,7 +186,9 @@ _WEIGHT_PATH = MOVEMENT_OPS | {"masked_fill", "where", "add", "sub", "div", "mul
 
 def users_through_views(node: fx.Node, depth: int = 6, through: frozenset[str] = frozenset()) -> list[fx.Node]:
     """Consumers of ``node``, looking through views, masks and scalings (attention-weights code),
-    and through the ops named in ``through``."""
+    and through the ops named in ``through``. A training-mode dropout (``native_dropout`` and
+    the ``getitem`` of its output) is one step, as its eval-mode form (a ``clone``) is, so that
+    both modes' graphs see the same consumers."""
     out: list[fx.Node] = []
     frontier = list(node.users)
     seen: set[fx.Node] = set()
@@ -197,7 +199,12 @@ def users_through_views(node: fx.Node, depth: int = 6, through: frozenset[str] =
                 continue
             seen.add(u)
             out.append(u)
-            if base_name(u) in _WEIGHT_PATH or base_name(u) in through:
+            if base_name(u) == "native_dropout":
+                kept = [g for g in u.users if base_name(g) == "getitem" and g.args[1] == 0]
+                out.extend(kept)
+                seen.update(kept)
+                nxt.extend(v for g in kept for v in g.users)
+            elif base_name(u) in _WEIGHT_PATH or base_name(u) in through:
                 nxt.extend(u.users)
         frontier = nxt
         if not frontier:

@@ -262,7 +262,7 @@ def test_mlm_encoder_rewrites_clean_and_verifies(tmp_path: Path, capsys: pytest.
 # cohere, gemma2), MoE routers (mixtral), MLM encoders (roberta, distilbert, electra, deberta-v2),
 # explicit softmax attention (bloom, gemma2, deberta-v2)
 ACCEPTANCE = ["falcon", "phi", "granite", "cohere", "mixtral", "gptj", "roberta", "distilbert", "electra",
-              "deberta-v2", "bloom", "gemma2", "modernbert"]
+              "deberta-v2", "bloom", "gemma2", "modernbert", "xlnet"]
 
 
 @needs_hf
