@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -19,7 +19,21 @@ __all__ = ["corrected"]
 
 
 @contextlib.contextmanager
-def _bool_signbit() -> Iterator[None]:
+def _swapped(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
+    """``owner.name`` replaced by ``replacement(original)`` for the block; left alone where this
+    torch lacks it (the correction is then not needed, or cannot be made)."""
+    original = getattr(owner, name, None)
+    if original is None:
+        yield
+        return
+    setattr(owner, name, replacement(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def _bool_signbit() -> contextlib.AbstractContextManager[None]:
     """torch 2.13's fake kernel for ``prims.signbit`` gives the input's dtype where the kernel
     gives bool. Real-value propagation compares the two, takes the mismatch for a missing kernel,
     and makes up unbacked sizes that nothing binds, so floor division (its decomposition tests
@@ -27,21 +41,11 @@ def _bool_signbit() -> Iterator[None]:
     ``perm // top_k``)."""
     import torch._prims as prims
 
-    op: Any = torch.ops.prims.signbit.default
-    original = getattr(op, "prim_meta_impl", None)
-    if original is None:
-        yield
-        return
-    op.prim_meta_impl = functools.partial(prims._prim_elementwise_meta,
-                                          type_promotion=prims.ELEMENTWISE_PRIM_TYPE_PROMOTION_KIND.ALWAYS_BOOL)
-    try:
-        yield
-    finally:
-        op.prim_meta_impl = original
+    return _swapped(torch.ops.prims.signbit.default, "prim_meta_impl", lambda _: functools.partial(
+        prims._prim_elementwise_meta, type_promotion=prims.ELEMENTWISE_PRIM_TYPE_PROMOTION_KIND.ALWAYS_BOOL))
 
 
-@contextlib.contextmanager
-def _float_grouped_mm() -> Iterator[None]:
+def _float_grouped_mm() -> contextlib.AbstractContextManager[None]:
     """torch 2.13's fake kernel for ``_grouped_mm`` accepts bfloat16 only (the CUDA kernel's
     rule); the CPU kernel also takes float32 and float16, and transformers' MoE experts call it
     on CPU in eager. For those the fake kernel checks what fixes the output's sizes (the layouts
@@ -49,29 +53,23 @@ def _float_grouped_mm() -> Iterator[None]:
     when the graph runs."""
     import torch._meta_registrations as meta
 
-    original = getattr(meta, "_meta_grouped_mm_common", None)
-    if original is None:
-        yield
-        return
+    def float_common(original: Any) -> Any:
+        def common(mat_a: torch.Tensor, mat_b: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+            dtype, offs, out_dtype = mat_a.dtype, kwargs.get("offs"), kwargs.get("out_dtype")
+            if kwargs.get("scale_a") is not None or dtype not in (torch.float32, torch.float16) \
+                    or mat_b.dtype != dtype or out_dtype not in (None, dtype):
+                return original(mat_a, mat_b, **kwargs)
+            torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3), lambda: "multiplicands must be 2D or 3D")
+            torch._check((offs is not None) == (mat_a.dim() == 2 or mat_b.dim() == 2),
+                         lambda: "offsets are needed exactly for 2D multiplicands")
+            if mat_a.dim() == 3 or mat_b.dim() == 3:
+                torch._check(mat_a.size(-1) == mat_b.size(-2), lambda: "contraction sizes must match")
+            out: torch.Tensor = meta._create_grouped_mm_output_tensor(mat_a, mat_b, offs, dtype)
+            return out
 
-    def common(mat_a: torch.Tensor, mat_b: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        dtype, offs, out_dtype = mat_a.dtype, kwargs.get("offs"), kwargs.get("out_dtype")
-        if kwargs.get("scale_a") is not None or dtype not in (torch.float32, torch.float16) \
-                or mat_b.dtype != dtype or out_dtype not in (None, dtype):
-            return original(mat_a, mat_b, **kwargs)
-        torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3), lambda: "multiplicands must be 2D or 3D")
-        torch._check((offs is not None) == (mat_a.dim() == 2 or mat_b.dim() == 2),
-                     lambda: "offsets are needed exactly for 2D multiplicands")
-        if mat_a.dim() == 3 or mat_b.dim() == 3:
-            torch._check(mat_a.size(-1) == mat_b.size(-2), lambda: "contraction sizes must match")
-        out: torch.Tensor = meta._create_grouped_mm_output_tensor(mat_a, mat_b, offs, dtype)
-        return out
+        return common
 
-    meta._meta_grouped_mm_common = common  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        meta._meta_grouped_mm_common = original
+    return _swapped(meta, "_meta_grouped_mm_common", float_common)
 
 
 @contextlib.contextmanager
