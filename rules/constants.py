@@ -55,7 +55,7 @@ def zeros(ctx: RuleContext) -> UnitValue:
           "randint", "randint_like", "tensor",
           "_sample_dirichlet", "multinomial", "poisson", "exponential", "geometric", "cauchy",
           "log_normal", "hann_window", "hamming_window", "blackman_window", "kaiser_window",
-          "bartlett_window", "tril_indices", "triu_indices"),
+          "bartlett_window", "tril_indices", "triu_indices"), "unitcheck::numpy_rand", "unitcheck::host_call",
       funcs(torch.ones, torch.ones_like, torch.arange, torch.linspace, torch.logspace, torch.eye,
             torch.randn, torch.rand, torch.randn_like, torch.rand_like, torch.randint,
             torch.randperm, torch.tensor, torch.as_tensor, torch.normal, torch.bernoulli),

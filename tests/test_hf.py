@@ -115,6 +115,19 @@ def test_size_coupled_fields_shrink_together() -> None:
 
 
 @needs_hf
+def test_specaugment_spans_fit_the_small_example_in_training() -> None:
+    """wav2vec2's example waveform yields 9 frames, fewer than its default SpecAugment span of 10:
+    a training-mode forward raised ("`mask_length` has to be smaller than `sequence_length`")."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("wav2vec2", device="cpu")
+    assert model.config.mask_time_length <= 2 and model.config.mask_time_prob > 0
+    model.train()
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
 def test_list_valued_fields_and_per_layer_kinds() -> None:
     from unitcheck.hf import make_config
 

@@ -18,10 +18,12 @@ from torch.utils import _pytree as pytree
 from .fxutil import base_name, innermost_line
 
 # ops that draw random values: a branch on one is no more the model's than a branch on data
+# (numpy_rand and host_call draw from numpy's generator: :mod:`unitcheck.host_draws`)
 RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli",
-                    "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy", "log_normal"})
+                    "normal", "uniform", "multinomial", "exponential", "geometric", "cauchy", "log_normal",
+                    "numpy_rand", "host_call"})
 # draws of U[0, 1): the path that keeps every layer is the one where each is at its largest
-_UNIFORM = frozenset({"rand", "rand_like", "uniform"})
+_UNIFORM = frozenset({"rand", "rand_like", "uniform", "numpy_rand"})
 _LARGEST = 1.0 - 2.0**-24  # the largest float32 below 1
 READS = frozenset({"item", "_local_scalar_dense"})  # ops that read a tensor's value into Python
 
@@ -29,7 +31,9 @@ READS = frozenset({"item", "_local_scalar_dense"})  # ops that read a tensor's v
 @functools.cache
 def random_ops() -> frozenset[Any]:
     """Every overload of the ops that draw random numbers (looked up once)."""
-    ops: set[Any] = set()
+    from .host_draws import OPS
+
+    ops: set[Any] = set(OPS)
     for name in (*RANDOM, "bernoulli_", "uniform_", "normal_", "exponential_", "dropout", "native_dropout",
                  "feature_dropout", "alpha_dropout", "feature_alpha_dropout"):
         packet = getattr(torch.ops.aten, name, None)

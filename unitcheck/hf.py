@@ -64,6 +64,7 @@ SMALL_DEFAULTS: dict[str, Any] = {
     "image_size": 32,
     "audio_positions": 32,
     "frames": 4,
+    "mask_span": 2,
 }
 
 _BUDGET_S = 60.0  # plan search stops trying alternatives after this long (the first build is kept)
@@ -586,6 +587,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return 1
         if low == "max_source_positions" and _is_int(value) and value > SMALL_DEFAULTS["audio_positions"]:
             return SMALL_DEFAULTS["audio_positions"]
+        if low in ("mask_time_length", "mask_feature_length") and _is_int(value) and value > SMALL_DEFAULTS["mask_span"]:
+            return SMALL_DEFAULTS["mask_span"]  # SpecAugment's spans must fit the short example (training raises)
         if low in ("num_frames", "frames_per_clip") and _is_int(value) and value > SMALL_DEFAULTS["frames"]:
             return SMALL_DEFAULTS["frames"]
         if low == "patch_size" and _is_int(value) and value > SMALL_DEFAULTS["image_patch"]:

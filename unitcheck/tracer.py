@@ -226,11 +226,12 @@ class TracedGraph:
 # -- capture --------------------------------------------------------------------------------
 
 
-# recurrent layers: their CPU kernels round otherwise than the Python decomposition export
-# lowers them to, so code generation keeps them whole (analysis lowers them: no unit rule)
-RECURRENT_OPS: tuple[Any, ...] = tuple(op for op in map(_resolve, (
+# ops whose CPU kernels round otherwise than the decomposition export lowers them to, so code
+# generation keeps them whole (analysis lowers them: no unit rule): recurrent layers, and weight
+# normalisation (a fused kernel for the first or last dimension: wav2vec2's positional convolution)
+FUSED_KERNEL_OPS: tuple[Any, ...] = tuple(op for op in map(_resolve, (
     "lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data", "rnn_relu.input",
-    "rnn_relu.data")) if op is not None)
+    "rnn_relu.data", "_weight_norm.default")) if op is not None)
 _KEPT_WHOLE: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("kept_whole", default=())
 
 
@@ -545,13 +546,16 @@ _SHAPE_ONLY = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "zer
 _FINITE_TESTS = {"isfinite", "isinf", "isnan", "isposinf", "isneginf"}
 _KEEPS = {"any", "all", "item", "_local_scalar_dense", "to", "_to_copy", "view", "reshape", "squeeze"}  # the value
 _NEGATES = {"logical_not", "bitwise_not", "__invert__"}
+# counts of a test's true elements (``assert x.isnan().sum() == 0``, I-BERT): 0 where the test is
+# false everywhere; where it is true everywhere the count is the size, which is not told
+_COUNTS = {"sum", "count_nonzero"}
 _COMBINES: dict[str, Callable[[bool, bool], bool]] = {
     **dict.fromkeys(("logical_and", "bitwise_and", "__and__"), operator.and_),
     **dict.fromkeys(("logical_or", "bitwise_or", "__or__"), operator.or_),
     **dict.fromkeys(("logical_xor", "bitwise_xor", "__xor__", "ne"), operator.ne),
     "eq": operator.eq,
 }
-_BOOLEAN = _KEEPS | _NEGATES | set(_COMBINES)
+_BOOLEAN = _KEEPS | _NEGATES | _COUNTS | set(_COMBINES)
 
 
 def _finiteness(graph: fx.Graph) -> dict[fx.Node, bool | None]:
@@ -578,6 +582,8 @@ def _boolean(name: str, args: list[Any]) -> bool | None:
         return bits[0]
     if name in _NEGATES:
         return None if bits[0] is None else not bits[0]
+    if name in _COUNTS:
+        return False if bits[0] is False else None
     if len(bits) < 2 or bits[0] is None or bits[1] is None:
         return None
     return _COMBINES[name](bits[0], bits[1])

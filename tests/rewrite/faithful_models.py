@@ -4,10 +4,14 @@ relative to the input's dtype, a mask at the dtype's limit, batch-norm statistic
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @torch.library.custom_op("ucktest::twice", mutates_args=())
@@ -623,3 +627,69 @@ class GroupedExperts(nn.Module):
         out[:, :4] = y[order.argsort()]
         out[:, 4:] = x[:, :1]
         return out.sum(-1)
+
+
+class WeightNormConv(nn.Module):
+    """wav2vec2's positional convolution: weight normalisation over the last dimension (a fused
+    CPU kernel), in a forward with an in-place op (so its capture is lowered)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(16, 16, 5, padding=2, groups=4), dim=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x.transpose(1, 2)).transpose(1, 2)
+        h.mul_(0.5)
+        return x + torch.nn.functional.gelu(h)
+
+
+def span_mask(shape: tuple[int, int], prob: float, span: int, min_spans: int = 1) -> np.ndarray[Any, Any]:
+    """SpecAugment's mask as wav2vec2 computes it: spans of ``span`` steps at starts numpy draws."""
+    import numpy as np
+
+    batch, steps = shape
+    spans = max(min_spans, int(prob * steps / span + np.random.rand(1).item()))
+    mask = np.zeros((batch, steps), dtype=bool)
+    for row in mask:
+        starts = np.random.choice(steps - span + 1, spans, replace=False)
+        for s in starts:
+            row[s:s + span] = True
+    return mask
+
+
+class NumpySpecAugment(nn.Module):
+    """wav2vec2 in training: a SpecAugment mask from a module-level function that draws from numpy,
+    and LayerDrop decided by ``np.random.random()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Parameter(torch.randn(8))
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.layerdrop = 0.3
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import numpy as np
+
+        h = x.clone()
+        if self.training:
+            mask = torch.tensor(span_mask((h.shape[0], h.shape[1]), 0.2, 2), dtype=torch.bool)
+            h[mask] = self.embed
+        for layer in self.layers:
+            if not (self.training and np.random.random() < self.layerdrop):
+                h = h + layer(h)
+        return h
+
+
+class AssertsNoNaN(nn.Module):
+    """I-BERT's quantised activation in small: it asserts that the range it tracks holds no NaN
+    (``assert x_max.isnan().sum() == 0``), a count of a finiteness test compared with 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        x_max = h.detach().amax()
+        assert x_max.isnan().sum() == 0, "NaN detected when computing min/max of the activation"
+        return h / x_max.abs().clamp(min=1e-5)

@@ -23,6 +23,7 @@ from unitcheck.tracer import trace
 
 from .faithful_models import (
     ROUNDING_KERNELS,
+    AssertsNoNaN,
     ClampsItsInput,
     ClampsItsWeight,
     ClampsNonFinite,
@@ -41,6 +42,7 @@ from .faithful_models import (
     NoGradCycles,
     NoiseOfItsShape,
     NumpyMask,
+    NumpySpecAugment,
     PositionTable,
     Recurrent,
     ReflectPReLU,
@@ -53,6 +55,7 @@ from .faithful_models import (
     StraightThrough,
     SwitchesOnce,
     UnusedHostDraw,
+    WeightNormConv,
     Windowed,
 )
 
@@ -133,6 +136,14 @@ def test_recurrent_layers_call_their_own_kernels(kind: type[nn.Module], op: str)
     _regenerates_calling(model, x, op)
     lowered = trace_for_inference(model, x, dynamic=True)
     assert not any(op in str(n.target) for n in lowered.graph.nodes)  # analysis has rules for the pieces
+
+
+def test_weight_normalisation_calls_its_fused_kernel() -> None:
+    """wav2vec2's positional convolution normalises its weight over the last dimension, which the
+    CPU computes in a fused kernel; the decomposition a lowered capture held rounded otherwise
+    (the null rewrite differed from the model by 1e-8 in every gradient)."""
+    torch.manual_seed(0)
+    _regenerates_calling(WeightNormConv(), torch.randn(2, 9, 16), "aten._weight_norm")
 
 
 def _regenerates_calling(model: nn.Module, x: torch.Tensor, op: str) -> None:
@@ -302,6 +313,20 @@ def test_a_branch_on_finite_activations_holds_the_finite_path_and_asserts_it() -
             res.module(overflowed)
 
 
+def test_a_count_of_a_finiteness_test_is_a_finiteness_test() -> None:
+    """I-BERT asserts ``x_max.isnan().sum() == 0``: the count of NaN compared with 0 is a test of
+    finite values (0 for them), so the finite path is held and asserted, where it was refused as
+    a branch on activations."""
+    torch.manual_seed(0)
+    model, x = AssertsNoNaN(), torch.randn(2, 5, 4)
+    res = rewrite(model, (x,), to="identity")
+    for training in (False, True):
+        assert same_computation(model, res.module, (x,), training=training)
+    res.module.eval()
+    with pytest.raises(RuntimeError, match=r"values tested at .*faithful_models.py:\d+ are not finite"):
+        res.module(torch.full_like(x, float("nan")))
+
+
 def test_the_finite_path_is_held_even_when_the_example_is_not_finite() -> None:
     """The path held is the finite values' one whatever values the capture saw: real-tensor
     propagation gives DETR's encoder activations NaN that the eager model never computes, and an
@@ -462,6 +487,24 @@ def test_a_draw_from_numpy_is_not_baked_into_generated_code() -> None:
     assert trace(model, (x,), training=True).host_draws == ["numpy"]
     with pytest.raises(TraceError, match="draws from numpy's random generator, and the graph holds the draw"):
         rewrite(model, (x,), to="identity")
+
+
+def test_numpy_draws_of_a_library_function_and_a_layer_drop_are_drawn_by_generated_code() -> None:
+    """wav2vec2 draws its SpecAugment mask in a module-level function and its LayerDrop with
+    ``np.random.random()``: both become ops that draw from numpy when the generated module runs,
+    so it draws what the model draws (equal under every seed the comparison takes) and a new mask
+    at each step (not the capture's)."""
+    torch.manual_seed(0)
+    model, x = NumpySpecAugment(), torch.randn(2, 12, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "torch.ops.unitcheck.host_call" in res.source and "span_mask" in res.source
+    assert "torch.ops.unitcheck.numpy_rand" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+    res.module.train()
+    with torch.no_grad():
+        steps = [res.module(x) for _ in range(4)]
+    assert any(not torch.equal(steps[0], s) for s in steps[1:])
 
 
 def test_a_host_draw_the_graph_does_not_use_still_regenerates() -> None:

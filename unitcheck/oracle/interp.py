@@ -146,11 +146,21 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
 
 @contextlib.contextmanager
 def seeded(seed: int = 1234) -> Iterator[None]:
-    """Every run sees the same random stream (dropout, random draws), and the caller's global
-    RNG state is left as it was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
+    """Every run sees the same random streams (dropout, random draws; numpy's and Python's, which
+    wav2vec2's masks and LayerDrop draw from), and the caller's global RNG states are left as
+    they were."""
+    import numpy as np  # torch's tensors convert to and from it
+
+    state, host = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed)
+            yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(host)
 
 
 def draw(generators: list[str], rng: random.Random) -> dict[str, float]:

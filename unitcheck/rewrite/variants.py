@@ -23,14 +23,14 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from .. import eager_paths
+from .. import eager_paths, host_draws
 from ..fxutil import base_name
 from ..infer import trace_for_inference
 from ..tracer import (
     DRAWS_KEPT,
     FINITE_PATH,
+    FUSED_KERNEL_OPS,
     HOST_GENERATORS,
-    RECURRENT_OPS,
     SIZES_FIXED,
     TracedGraph,
     TraceError,
@@ -443,11 +443,12 @@ def _kept_notes(tg: TracedGraph) -> list[str]:
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
     """Capture in eval mode (dynamic sizes), and again in training mode and in another float
-    dtype to learn which literals follow them. Recurrent layers stay whole: generated code calls
-    their kernels. Libraries take their eager paths (:mod:`unitcheck.eager_paths`) where that
-    captures with export; otherwise (a decision on the user's input, a capture that fails) the
-    export path is captured."""
-    with kept_whole(RECURRENT_OPS):
+    dtype to learn which literals follow them. Recurrent layers and weight normalisation stay
+    whole: generated code calls their kernels. Libraries take their eager paths
+    (:mod:`unitcheck.eager_paths`) where that captures with export; otherwise (a decision on the
+    user's input, a capture that fails) the export path is captured. Draws from numpy's
+    generator are captured as ops that draw (:mod:`unitcheck.host_draws`)."""
+    with kept_whole(FUSED_KERNEL_OPS), host_draws.routed(model):
         if not eager_paths.loaded():  # no library loaded that computes otherwise when compiled
             return _capture(model, example_inputs)
         with eager_paths.eager_paths():
