@@ -583,6 +583,42 @@ def prescaled_query_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, PrescaledQueryAttention, None)
 
 
+class QueryPositionAttention(nn.Module):
+    """SAM's (GOT-OCR2's vision tower) decomposed relative positions: the tokens on a 2 x T/2 grid,
+    the scaled scores plus the raw query contracted with a learned table of relative offsets per
+    grid axis, the two broadcast over each other (``rel_h[..., None] + rel_w[..., None, :]``)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head, self.d = cfg.n_head, cfg.n_embd // cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.rel_pos_h = nn.Parameter(torch.randn(3, self.d) * 0.02)
+        self.rel_pos_w = nn.Parameter(torch.randn(cfg.block_size - 1, self.d) * 0.02)
+        self.out = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    @staticmethod
+    def _table(rel_pos: torch.Tensor, size: int) -> torch.Tensor:
+        offsets = torch.arange(size)[:, None] - torch.arange(size)[None, :] + (size - 1)
+        return rel_pos[offsets]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        H, W = 2, T // 2
+        q, k, v = (t.view(B, T, self.n_head, self.d).transpose(1, 2).reshape(B * self.n_head, T, self.d)
+                   for t in self.qkv(x).split(C, dim=2))
+        w = (q * self.d**-0.5) @ k.transpose(-2, -1)
+        grid = q.reshape(B * self.n_head, H, W, self.d)
+        rel_h = torch.einsum("bhwc,hkc->bhwk", grid, self._table(self.rel_pos_h, H))
+        rel_w = torch.einsum("bhwc,wkc->bhwk", grid, self._table(self.rel_pos_w, W))
+        w = w + (rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :]).reshape_as(w)
+        y = torch.softmax(w, dim=-1) @ v
+        return self.out(y.view(B, self.n_head, T, self.d).transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+def query_position_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, QueryPositionAttention, None)
+
+
 class ThresholdRouterMoE(nn.Module):
     """PhiMoE's sparsemixer in eval form: router logits below a relative threshold of the top
     one are filled with ``-inf``, then softmaxed; the same logits with the top one scattered to

@@ -28,6 +28,7 @@ from .pattern_models import (
     normed_embedding_lm,
     param_gate_lm,
     prescaled_query_lm,
+    query_position_lm,
     scaled_residual_lm,
     scaled_tokens_plus_positions_lm,
     scattered_topk_lm,
@@ -262,7 +263,7 @@ def test_mlm_encoder_rewrites_clean_and_verifies(tmp_path: Path, capsys: pytest.
 # cohere, gemma2), MoE routers (mixtral), MLM encoders (roberta, distilbert, electra, deberta-v2),
 # explicit softmax attention (bloom, gemma2, deberta-v2)
 ACCEPTANCE = ["falcon", "phi", "granite", "cohere", "mixtral", "gptj", "roberta", "distilbert", "electra",
-              "deberta-v2", "bloom", "gemma2", "modernbert", "xlnet"]
+              "deberta-v2", "bloom", "gemma2", "modernbert", "xlnet", "got_ocr2"]
 
 
 @needs_hf
@@ -384,6 +385,21 @@ def test_explicit_attention_through_a_floor_and_a_prescaled_query() -> None:
     assert torch.isfinite(res.module(*inputs)[1])
     scaled = [line for line in res.source.splitlines() if "mul" in line and f"{8**-0.5!r}" in line]
     assert any("canonical" in line for line in scaled), scaled  # C(q) * d^-0.5
+
+
+def test_explicit_attention_with_query_dependent_relative_positions() -> None:
+    """SAM's decomposed relative positions (GOT-OCR2's vision tower) add the raw query contracted
+    with a learned offset table to the scores: with only the scores' query canonical, the two
+    terms kept different units (UC101, UC201 left). The query is canonical in both, and the table
+    is declared dimensionless."""
+    model, inputs = query_position_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    line = next(line for line in res.gct.log if line.startswith("[explicit_attention]"))
+    assert "attn.rel_pos_h" in line and "attn.rel_pos_w" in line, line
+    assert {"attn.rel_pos_h", "attn.rel_pos_w"} <= set(res.module.__units__)
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
 
 
 def test_a_router_softmax_over_masked_logits_rewrites_the_router() -> None:

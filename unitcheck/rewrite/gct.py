@@ -439,11 +439,46 @@ def explicit_attention(ctx: RewriteContext) -> None:
         args[qi], args[ki] = cq, ckt
         s.args = tuple(args)
         params = _float_parameters(ctx, terms)
-        for p in params:
+        tables = _query_terms(ctx, q, terms) if isinstance(q, fx.Node) else []
+        for p in params + tables:
             ctx.declare(p)
         kept = f"; logit biases and sinks declared dimensionless: {', '.join(params)}" if params else ""
+        kept += (f"; C(q) in the terms that contract it with tables, declared dimensionless: {', '.join(tables)}"
+                 if tables else "")
         read = "C(q) . C(k)^T" if factor is None else f"C(q) * {factor:.6g} . C(k)^T (the query's scale)"
         ctx.note("explicit_attention", describe(s), f"{read} (the code's scale and mask kept{kept})")
+
+
+def _query_terms(ctx: RewriteContext, q: fx.Node, terms: list[fx.Node]) -> list[str]:
+    """Terms added to the scores that contract the query itself with parameter tables (SAM's
+    decomposed relative positions, ``einsum(q, R_h) + einsum(q, R_w)``): where such a term reads
+    the query (or the query before its scale and head moves), it reads C(query), and the tables
+    are declared dimensionless, so the term is as the scores are. Returns the tables."""
+    chain: list[fx.Node] = []
+    n: Any = q
+    while isinstance(n, fx.Node):
+        chain.append(n)
+        if base_name(n) not in MOVEMENT_OPS and not (base_name(n) == "mul" and _scaled_by(n) is not None):
+            break
+        n = n.args[0]
+    width = q.meta["val"].shape[-1] if isinstance(q.meta.get("val"), torch.Tensor) else None
+    found: set[str] = set()
+    for c in chain:
+        val = c.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.shape[-1] != width:
+            continue
+        own = set(_parameters_of(ctx, [c]))
+        for u in [u for u in c.users if u not in chain]:
+            reads = [t for t in terms if _feeds(u, t)]
+            if not reads:
+                continue
+            tables = set(_parameters_of(ctx, reads)) - own
+            if not tables:
+                continue
+            cc = ctx.call(canonical, (c,), after=c, like=c)
+            u.replace_input_with(c, cc)
+            found |= tables
+    return sorted(found)
 
 
 def _scaled_by(q: Any) -> float | None:
