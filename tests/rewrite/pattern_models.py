@@ -744,6 +744,33 @@ def linear_scan_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(Fp32ResidualLM, LinearScan)
 
 
+class DeltaRuleSubstitution(nn.Module):
+    """A chunked delta rule's forward substitution in small (Kimi-Linear, Bailing-hybrid): the
+    decayed key products ``A = -(k k^T) * exp(-softplus(a(x)))`` solved row by row in place,
+    ``A[i, :i] += (A[i, :, None] * A[:, :i]).sum(-2)``, slices of different units written into a
+    value that is not a fresh tensor while the decay's argument has a unit."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.k_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.v_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.a_proj = nn.Linear(cfg.n_embd, 1, bias=False)
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = nn.functional.normalize(self.k_proj(x), dim=-1)
+        decay = torch.exp(-nn.functional.softplus(self.a_proj(x)))
+        a = (-(k @ k.transpose(-2, -1)) * decay).tril(-1)
+        for i in range(1, a.shape[-1]):
+            row, sub = a[..., i, :i].clone(), a[..., :i, :i].clone()
+            a[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2)
+        return self.out_proj(a @ self.v_proj(x))
+
+
+def delta_rule_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(Fp32ResidualLM, DeltaRuleSubstitution)
+
+
 class MixedGateHead(nn.Module):
     """HY-V4's final hyper-connection head in small: the gate's argument is two input-dependent
     values combined inline, ``sigmoid(linear(x) * rms(x) * s + b)``, which weighs the stream."""

@@ -18,6 +18,7 @@ from ..conftest import needs_hf
 from .pattern_models import (
     clamped_glu_lm,
     codebook_losses_lm,
+    delta_rule_lm,
     differential_lm,
     explicit_attention_lm,
     fp32_residual_lm,
@@ -85,6 +86,22 @@ def test_states_of_a_scan_written_into_a_zero_filled_output() -> None:
     model, inputs = linear_scan_lm()
     _fixed_by_mixed_parts(model, inputs, ("UC101", "layers.0.mixer", "aten.where.self"),
                           "[mixed_parts] slice_scatter@layers.0.mixer")
+
+
+def test_an_in_place_substitution_whose_rows_agree_once_the_decay_is_dimensionless() -> None:
+    """A chunked delta rule's forward substitution (Kimi-Linear, Bailing-hybrid) writes rows of
+    different units into a value that is not a fresh tensor, only because its decay's argument
+    has a unit. The activations rule makes that argument dimensionless, after which the rows
+    agree: the rewrite lints clean and is complete (it was refused, "slices with different units
+    written into a value that is not a fresh tensor", though nothing was left)."""
+    model, inputs = delta_rule_lm()
+    assert ("UC101", "layers.0.mixer", "aten.slice_scatter.default") in {
+        (v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert any(line.startswith("[activations] softplus(linear@layers.0.mixer.a_proj)") for line in res.gct.log)
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
 
 
 def test_a_gate_over_inputs_combined_inline() -> None:

@@ -23,8 +23,11 @@ two sides are canonicalised alike:
 A recurrent scan writes each step's state into a zero-filled output (RecurrentGemma's RG-LRU:
 ``out = zeros_like(x); out[:, t] = h``, lowered onto ``full_like``); each state is canonicalised
 as it is written. A chain of slice writes into a value that is not a fresh tensor (``empty``,
-``zeros``, ``full_like``) is left
-and reported (its own unit would still differ from the parts'); a sum of a value and a
+``zeros``, ``full_like``) is left to the lint after (its own unit would still differ from the
+parts'), which reports it if the parts still differ once the other rules ran: a delta rule's
+forward substitution in place (Kimi-Linear) writes rows whose units differ only through a
+decay whose argument has a unit, and the activations rule makes that argument dimensionless;
+a sum of a value and a
 broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after,
 and so is a bias added to attention scores on their way to a softmax (the attention rules' part).
 """
@@ -35,7 +38,7 @@ import torch
 import torch.fx as fx
 
 from ..canonical import canonical
-from ..fxutil import MOVEMENT_OPS, base_name, module_path
+from ..fxutil import MOVEMENT_OPS, base_name
 from ..record import record
 from ..units import Unit
 from .patterns import RewriteContext, attention_scores, describe, through_casts
@@ -185,8 +188,7 @@ def mixed_parts(ctx: RewriteContext) -> None:
             count = len(parts)
         else:
             chain = _scatter_chain(n)
-            if chain is None:
-                ctx.skip(module_path(n), "slices with different units written into a value that is not a fresh tensor")
+            if chain is None:  # left to the lint after, which names it if its parts still differ
                 continue
             count = 0
             for s in chain:
