@@ -232,7 +232,8 @@ def _host_functions(model: nn.Module, numpy: types.ModuleType) -> list[tuple[typ
 def _scalar_uniform(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def draw(*args: Any, **kwargs: Any) -> Any:
-        if _running_host or kwargs or args not in ((), (0, 1), (0.0, 1.0)):
+        unit_range = not args or (len(args) == 2 and all(type(a) in (int, float) for a in args) and args == (0, 1))
+        if _running_host or kwargs or not unit_range:  # (arrays compared with == have no truth value)
             return original(*args, **kwargs)
         return torch.ops.unitcheck.numpy_rand()
 

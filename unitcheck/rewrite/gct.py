@@ -462,12 +462,12 @@ def _query_terms(ctx: RewriteContext, q: fx.Node, terms: list[fx.Node]) -> list[
             break
         n = n.args[0]
     width = q.meta["val"].shape[-1] if isinstance(q.meta.get("val"), torch.Tensor) else None
+    own = set(_parameters_of(ctx, [q]))  # the query's own weights (every node of the chain has them)
     found: set[str] = set()
     for c in chain:
         val = c.meta.get("val")
         if not isinstance(val, torch.Tensor) or val.shape[-1] != width:
             continue
-        own = set(_parameters_of(ctx, [c]))
         for u in [u for u in c.users if u not in chain]:
             reads = [t for t in terms if _feeds(u, t)]
             if not reads:

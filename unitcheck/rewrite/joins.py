@@ -26,10 +26,10 @@ as it is written. A chain of slice writes into a value that is not a fresh tenso
 ``zeros``, ``full_like``) is left to the lint after (its own unit would still differ from the
 parts'), which reports it if the parts still differ once the other rules ran: a delta rule's
 forward substitution in place (Kimi-Linear) writes rows whose units differ only through a
-decay whose argument has a unit, and the activations rule makes that argument dimensionless;
-a sum of a value and a
-broadcast or dimensionless term (a bias, a mask) is left to the other rules and the lint after,
-and so is a bias added to attention scores on their way to a softmax (the attention rules' part).
+decay whose argument has a unit, and the activations rule makes that argument dimensionless.
+A sum of a value and a broadcast or dimensionless term (a bias, a mask) is left to the other
+rules and the lint after, and so is a bias added to attention scores on their way to a softmax
+(the attention rules' part).
 """
 
 from __future__ import annotations
