@@ -96,3 +96,24 @@ def test_a_cast_of_a_made_tensor_only_the_other_capture_makes_is_kept(cast: str)
     matmul = next(n for n in a.nodes if n.target is aten.matmul.default)
     assert matmul.args[1] is casts[0]  # the product reads the zeros through the cast
     assert casts[0].kwargs == ({"memory_format": torch.contiguous_format} if cast == "contiguous" else {})
+
+
+def _asserted(node_name: str, bound: int) -> fx.Graph:
+    """A runtime assertion as export writes it: its message cites its comparison node, which
+    each capture numbers on its own (Qwen3-VL's vision grid: 'eq_539' in float32, 'eq_547' in
+    float64)."""
+    g = fx.Graph()
+    n = g.placeholder("n")
+    n.meta["val"] = 4
+    eq = g.call_function(torch.ops.aten.eq.Scalar, (n, bound))
+    g.call_function(aten._assert_scalar.default,
+                    (eq, f"Runtime assertion failed for expression Eq(s47, {bound}) on node '{node_name}'"))
+    g.output(n)
+    return g
+
+
+def test_assertion_messages_that_cite_other_node_names_align() -> None:
+    assert align(_asserted("eq_539", 4), _asserted("eq_547", 4)) == []
+    # a message that says something else is still a difference
+    diffs = align(_asserted("eq_539", 4), _asserted("eq_539", 5))
+    assert sorted(str(key) for _, key, _, _ in diffs) == ["assert_msg", "other"]
