@@ -126,9 +126,21 @@ def restore_module_paths(graph: fx.Graph, file: str, lines: list[str]) -> int:
 def module_path(node: fx.Node) -> str:
     """Qualified name of the innermost module the node was recorded in ('' for the root)."""
     stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return ""
-    path = str(list(stack.values())[-1][0])
+    return _normalised(str(list(stack.values())[-1][0])) if stack else ""
+
+
+def module_stack(node: fx.Node) -> list[tuple[str, str]]:
+    """(qualified name, class name) of each module below the root the node was recorded in,
+    outermost first."""
+    out = []
+    for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+        name = cls if isinstance(cls, str) else getattr(cls, "__qualname__", str(cls))
+        if where := _normalised(str(path)):
+            out.append((where, name.rsplit(".", 1)[-1]))
+    return out
+
+
+def _normalised(path: str) -> str:
     if path.startswith("_empty_nn_module_stack"):  # sizes export's runtime-assert pass inserted
         return ""
     # strict export / dynamo spell paths as L['self'].h[0].attn; normalise to h.0.attn

@@ -824,3 +824,71 @@ class SizedByItsPart(nn.Module):
 
 def sized_by_its_part_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(Fp32ResidualLM, SizedByItsPart)
+
+
+class LinearAttention(nn.Module):
+    """Causal linear attention without a softmax (as delta-rule and gated linear attention
+    layers are): ``q_t . sum_{s<=t} k_s v_s^T``, feature maps elu + 1."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.o_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k = nn.functional.elu(q) + 1, nn.functional.elu(k) + 1
+        state = torch.cumsum(k.unsqueeze(-1) * v.unsqueeze(-2), dim=1)  # (B, T, C, C)
+        return self.o_proj(torch.einsum("btc,btcd->btd", q, state) / x.shape[-1])  # type: ignore[no-any-return]
+
+
+class ScanMixer(nn.Module):
+    """A state-space style mixer: a gated causal running mean of a projection."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = self.in_proj(x)
+        steps = torch.arange(1, x.shape[1] + 1, dtype=x.dtype, device=x.device)[None, :, None]
+        return self.out_proj(torch.sigmoid(u) * torch.cumsum(u, dim=1) / steps)  # type: ignore[no-any-return]
+
+
+class MixerBlock(nn.Module):
+    """Llama's naming: the MLP's normaliser is ``post_attention_layernorm``."""
+
+    def __init__(self, cfg: GPTConfig, mixer: str) -> None:
+        super().__init__()
+        self.input_layernorm = nn.LayerNorm(cfg.n_embd)
+        self.post_attention_layernorm = nn.LayerNorm(cfg.n_embd)
+        if mixer == "self_attn":
+            self.self_attn = LinearAttention(cfg)
+        else:
+            self.mixer = ScanMixer(cfg)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mix = self.self_attn if hasattr(self, "self_attn") else self.mixer
+        x = x + mix(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))  # type: ignore[no-any-return]
+
+
+class MixerLM(nn.Module):
+    def __init__(self, cfg: GPTConfig, mixer: str) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.layers = nn.ModuleList([MixerBlock(cfg, mixer)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        for block in self.layers:
+            x = block(x)
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def mixer_lm(mixer: str):  # type: ignore[no-untyped-def]
+    return _tiny_lm(MixerLM, mixer)

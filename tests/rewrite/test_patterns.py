@@ -26,6 +26,7 @@ from .pattern_models import (
     linear_scan_lm,
     media_tokens_lm,
     mixed_gate_lm,
+    mixer_lm,
     normed_embedding_lm,
     param_gate_lm,
     prescaled_query_lm,
@@ -67,6 +68,18 @@ def test_residual_adds_in_a_wrapper_module() -> None:
     assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 2
     assert {"layers.0.2.alpha_attn", "layers.1.2.alpha_mlp"} <= set(res.gct.new_params)
     assert infer_units(res.module, inputs).violations == []
+
+
+@pytest.mark.parametrize(("mixer", "kind"), [("self_attn", "attn"), ("mixer", "mixer")])
+def test_residual_steps_are_named_for_a_mixer_without_a_softmax(mixer: str, kind: str) -> None:
+    """Linear attention (no softmax in the graph) and a scan mixer: the step of each is named for
+    the module it runs in, and the MLP's stays ``alpha_mlp`` although its normaliser is called
+    ``post_attention_layernorm``."""
+    model, inputs = mixer_lm(mixer)
+    res = rewrite(model, inputs)
+    assert res.complete
+    assert sorted(k for k in res.gct.new_params if ".alpha" in k) == sorted(["layers.0.alpha_mlp",
+                                                                             f"layers.0.alpha_{kind}"])
 
 
 @pytest.mark.parametrize("scatter", [False, True], ids=["cat", "slice_scatter"])

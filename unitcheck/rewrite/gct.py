@@ -20,6 +20,7 @@ Every replacement is logged; what no rule recognised is reported by module path 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -31,7 +32,14 @@ from torch import nn
 
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
-from ..fxutil import MOVEMENT_OPS, ancestors, base_name, elementwise_extreme, module_path
+from ..fxutil import (
+    MOVEMENT_OPS,
+    ancestors,
+    base_name,
+    elementwise_extreme,
+    module_path,
+    module_stack,
+)
 from ..graphs import is_ancestor, residual_adds, stream_source, topo_index, users_through_views
 from ..infer import run_inference, trace_for_inference
 from ..record import record
@@ -130,10 +138,33 @@ def _attends(node: fx.Node) -> bool:
                                       for u in users_through_views(node))
 
 
-def _branch_kind(part: fx.Node, stream: fx.Node) -> str:
-    """``attn`` when the branch attends, else ``mlp``: the name of its residual step, whatever
-    the module that last touched it is called (a dropout, an output projection)."""
-    return "attn" if any(_attends(n) for n in _branch_nodes(part, stream)) else "mlp"
+# the names of modules that mix tokens without a softmax the graph shows: linear and delta-rule
+# attention (BailingHybrid's ``self_attn``, Qwen3-Next's ``linear_attn``), state-space mixers
+_ATTENTION_NAMES = re.compile(r"attn|attention", re.IGNORECASE)
+_MIXER_NAMES = re.compile(r"mixer|mamba|ssm|rglru|recurren|temporal|retention|rwkv", re.IGNORECASE)
+_NORM_NAMES = re.compile(r"norm|(^|_)ln", re.IGNORECASE)
+
+
+def _branch_kind(part: fx.Node, stream: fx.Node, here: str) -> str:
+    """What the branch computes, for the name of its residual step: ``attn`` when it attends
+    (softmax weights on values, or the module it runs in is named for attention), ``mixer`` for a
+    state-space or recurrent mixer, else ``mlp``; whatever the module that last touched it is
+    called (a dropout, an output projection). The module is the branch's outermost one that
+    does not hold the add, normalisers aside (Llama's MLP reads ``post_attention_layernorm``)."""
+    nodes = _branch_nodes(part, stream)
+    if any(_attends(n) for n in nodes):
+        return "attn"
+    parts = here.split(".") if here else []
+    holders = {".".join(parts[:i]) for i in range(len(parts) + 1)}
+    names = set()
+    for n in nodes:
+        outer = next(((path, cls) for path, cls in module_stack(n) if path not in holders), None)
+        if outer is not None and not _NORM_NAMES.search(outer[0].rsplit(".", 1)[-1] + " " + outer[1]):
+            names.add(f"{outer[0].rsplit('.', 1)[-1]} {outer[1]}")
+    text = " ".join(sorted(names))
+    if _ATTENTION_NAMES.search(text):
+        return "attn"
+    return "mixer" if _MIXER_NAMES.search(text) else "mlp"
 
 
 def _submodule_branch(n: fx.Node, stream: fx.Node, here: str) -> bool:
@@ -202,7 +233,7 @@ def residual_stream(ctx: RewriteContext) -> None:
         parts = _branch_parts(branch, h, here) + later
         acc, terms, last = h, [], top
         for part in parts:
-            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h)}"
+            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h, here)}"
             name, i = base, 1
             while name in names:
                 name, i = f"{base}_{i}", i + 1
