@@ -484,6 +484,20 @@ def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() ->
 
 
 @needs_hf
+def test_a_field_only_weight_initialisation_reads_is_repaired_on_the_cpu() -> None:
+    """Pix2Struct's text sub-config lacks the ``initializer_range`` its parent declares; only the
+    CPU build initialises weights and reads it (the meta build, and so the plan's probe, never
+    does)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("pix2struct_text_model", info=info)
+    assert "initializer_range (missing)" in info[0].plan
+    assert model.config.initializer_range == 0.02
+    assert next(model.parameters()).device.type == "cpu" and "input_ids" in inputs
+
+
+@needs_hf
 def test_position_ids_counted_from_an_unset_padding_id_get_one() -> None:
     """ESM's default config leaves ``pad_token_id`` unset, yet its positions are counted from
     ``input_ids.ne(padding_idx)``: the probe's failure names the padding id, which gets a value."""

@@ -1734,8 +1734,9 @@ _LITERAL = re.compile(r"""[!=]=\s*["'](\w+)["']""")
 
 def _known_value(cfg: Any, owner: Any, name: str) -> Any:
     """A value for a field ``owner`` lacks: the nearest config in the tree that has it, a rotary
-    parameter of that name, else the default a config class of the same model module declares
-    (T5Gemma2's encoder sub-config reads the ``dropout_rate`` only its parent declares)."""
+    parameter of that name, else the default a config class of the same model module declares,
+    its parent's first (T5Gemma2's encoder sub-config reads the ``dropout_rate`` only its parent
+    declares)."""
     import sys
 
     for _, c in _paths(cfg):
@@ -1747,8 +1748,12 @@ def _known_value(cfg: Any, owner: Any, name: str) -> Any:
         if isinstance(rope, dict) and rope.get(name) is not None:
             return rope[name]
     module = sys.modules.get(type(owner).__module__)
-    for obj in vars(module).values() if module else ():
-        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+    classes = [obj for obj in (vars(module).values() if module else ()) if isinstance(obj, type)]
+    # the parent config that holds ``owner`` first (Pix2Struct's text sub-config: its parent's
+    # 0.02, not the 1e-10 its vision sibling declares)
+    parents = [c for c in classes if type(owner) in dict(getattr(c, "sub_configs", None) or {}).values()]
+    for obj in parents + [c for c in classes if c not in parents]:
+        if dataclasses.is_dataclass(obj):
             v = _declared(obj).get(name, dataclasses.MISSING)
             if v is not dataclasses.MISSING and v is not None and v != "<factory>":
                 return v
@@ -1799,12 +1804,15 @@ def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
     return ()
 
 
-def _instantiate_repaired(tf: Any, head: str, cfg: Any, seed: int) -> tuple[nn.Module, tuple[Fix, ...]]:
-    """The model on the meta device, with the config repairs its constructor's failures ask for."""
+def _instantiate_repaired(tf: Any, head: str, cfg: Any, seed: int,
+                          device: str | torch.device = "meta") -> tuple[nn.Module, tuple[Fix, ...]]:
+    """The model on ``device``, with the config repairs its constructor's failures ask for. On
+    the CPU, weight initialisation runs and can ask for more (Pix2Struct's text sub-config lacks
+    the ``initializer_range`` its parent declares)."""
     fixes: tuple[Fix, ...] = ()
     for _ in range(4):
         try:
-            with torch.device("meta"):
+            with torch.device("meta") if str(device) == "meta" else contextlib.nullcontext():
                 torch.manual_seed(seed)
                 return _instantiate(tf, head, _apply_fixes(cfg, fixes)), fixes
         except Exception as err:
@@ -2044,15 +2052,13 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
         plan, task, head, layout, probed, tried, fixes = (choice.plan, choice.task, choice.head, choice.layout,
                                                           choice.probed, choice.tried, choice.fixes)
         cfg = _apply_fixes(make_config(model_type, overrides, plan), fixes)
-        torch.manual_seed(seed)
         if str(device) != "meta":
             _check_fits_on_cpu(model_type, tf, head, cfg)
         try:
-            ctx: Any = torch.device("meta") if str(device) == "meta" else contextlib.nullcontext()
-            with ctx:
-                model = _instantiate(tf, head, cfg)
+            model, more = _instantiate_repaired(tf, head, cfg, seed, device)
         except Exception as err:
             raise HFError(f"cannot build {model_type} ({head}): {_short(err)}") from None
+        fixes = (*fixes, *more)
         model.eval()
         _default_language(model, cfg)
         layouts = dict(_input_layouts(model, _for_class(type(model), cfg), _label_kind(model_type, head), batch, seq,
