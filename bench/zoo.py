@@ -584,6 +584,46 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# why a rewrite stage did not succeed, from its one-line reason: (kind, pattern), first match wins
+_WHY = (
+    ("the model sets its own state on its first call (its next call computes another graph)", "sets its own state"),
+    ("the model branches in Python on tensor values (a loop over the experts a batch hit, a random draw's "
+     "path, a check of activations or of an input's values)", "data-dependent branch"),
+    ("the capture fails (an operator or a size export cannot follow)", "cannot trace"),
+    ("the type is not built on the CPU (too large at the small size, or its config)", "cannot build"),
+    ("the example inputs do not fit the model (a limit of the input builder)", "on its own example inputs"),
+    ("comparing would take more memory than the budget at the example's size", "would hold about"),
+    ("regenerated, but not equal bit for bit", " differences, first "),
+    ("the rewrite leaves violations or refuses a pattern", ""),
+)
+
+
+def failure_kinds(store: dict[str, Any], stage: str) -> list[tuple[str, list[str]]]:
+    """The types whose ``stage`` failed, grouped by why (see ``_WHY``), largest group first."""
+    groups: dict[str, list[str]] = {}
+    for t, e in sorted(store["entries"].items()):
+        rec = e.get("stages", {}).get(stage, {})
+        if rec.get("status") in (None, "ok", "skipped"):
+            continue
+        reason = rec.get("reason", "")
+        kind = next(k for k, pattern in _WHY if pattern in reason)
+        groups.setdefault(kind, []).append(t)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def _why_section(store: dict[str, Any]) -> list[str]:
+    lines = ["## Why a rewrite did not succeed", "",
+             "From each failure's one-line reason (the full reason is in the type's row). A rewrite refuses "
+             "a model whose Python branches on tensor values that vary from call to call: a graph holds one "
+             "path, so the generated module would compute the example's path for every input.", ""]
+    for stage, title in (("identity", "null rewrite"), ("rewrite", "GCT rewrite")):
+        kinds = failure_kinds(store, stage)
+        lines += [f"| {title}: why | types |", "| --- | --- |"]
+        lines += [f"| {kind} | {len(types)}: {', '.join(f'`{t}`' for t in types)} |" for kind, types in kinds]
+        lines.append("")
+    return lines
+
+
 def _pct(a: int, b: int) -> str:
     return f"{100 * a / b:.1f}%" if b else "–"
 
@@ -624,6 +664,7 @@ def render(store: dict[str, Any]) -> str:
         "leave unexercised: an empty tensor or a constant mask); fingerprint is "
         "generators matched/total.",
         "",
+        *_why_section(store),
         "## Types",
         "",
         "| type | status | head | nodes | coverage | uncovered ops | violations | oracle | fingerprint | identity | rewrite | seconds | reason |",

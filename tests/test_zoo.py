@@ -183,3 +183,30 @@ def test_take_replaces_whole_entries_that_are_newer() -> None:
     assert store["entries"]["a"]["stages"] == {"build": new, "trace": {"status": "fail"}}  # no stale verify
     assert store["entries"]["b"]["stages"]["build"] == old  # ours is newer
     assert store["entries"]["c"]["stages"]["build"] == new and store["runs"] == [{"chosen": 1}, {"chosen": 2}]
+
+
+def test_failed_rewrites_are_grouped_by_why() -> None:
+    """The page's breakdown: each failed null or GCT rewrite under the kind its reason names, the
+    largest group first (then by name); passing and skipped stages are not counted."""
+    def entry(identity: dict[str, Any], rewrite: dict[str, Any] | None = None) -> dict[str, Any]:
+        stages = {"identity": {"seconds": 1.0, **identity}, "rewrite": {"seconds": 1.0, **(rewrite or {"status": "skipped"})}}
+        return {"settings": "x", "base_model": True, "stages": stages}
+
+    loop = {"status": "fail", "reason": "TraceError: cannot trace M: data-dependent branch (Python control flow "
+                                        "on a tensor value) at m.py:296: for expert_idx in expert_hit:"}
+    store = {"version": zoo.STORE_VERSION, "runs": [], "entries": {
+        "a": entry(loop, loop), "b": entry(loop),
+        "c": entry({"status": "fail", "reason": "TraceError: cannot trace C: unsupported operator"}),
+        "d": entry({"status": "fail", "reason": "3 differences, first eval: the gradient of w differs"}),
+        "e": entry({"status": "ok"}, {"status": "fail", "reason": "2 violation(s) left: UC101"}),
+        "f": entry({"status": "skipped"}),
+    }}
+    kinds = zoo.failure_kinds(store, "identity")
+    assert [(k.split(" (")[0], types) for k, types in kinds] == [
+        ("the model branches in Python on tensor values", ["a", "b"]),
+        ("regenerated, but not equal bit for bit", ["d"]),  # equal counts: by name
+        ("the capture fails", ["c"]),
+    ]
+    assert [types for _, types in zoo.failure_kinds(store, "rewrite")] == [["a"], ["e"]]
+    page = zoo.render(store)
+    assert "| the rewrite leaves violations or refuses a pattern | 1: `e` |" in page
