@@ -892,3 +892,20 @@ class MixerLM(nn.Module):
 
 def mixer_lm(mixer: str):  # type: ignore[no-untyped-def]
     return _tiny_lm(MixerLM, mixer)
+
+
+class PenaltyLM(SplitKeyLM):
+    """A loss plus a weight penalty in the weights' units (UC303): nothing the rewrite's rules
+    touch, so every rule does its part and the result still lints dirty."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        logits, loss = lm_output(self.head(self.trunk(idx)), targets)
+        return logits, loss + self.wte.weight.pow(2).sum()
+
+
+def penalty_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(PenaltyLM)

@@ -29,6 +29,7 @@ from .pattern_models import (
     mixer_lm,
     normed_embedding_lm,
     param_gate_lm,
+    penalty_lm,
     prescaled_query_lm,
     query_position_lm,
     scaled_residual_lm,
@@ -275,6 +276,16 @@ def test_violations_left_make_it_incomplete(tmp_path: Path, capsys: pytest.Captu
     manifest = json.loads((out / "unitcheck.json").read_text())
     assert manifest["complete"] is False and any("UC301" in x for x in manifest["left"])
     assert manifest["lint"]["before"]["violations"] > manifest["lint"]["after"]["violations"] > 0
+
+
+def test_the_api_calls_a_rewrite_that_lints_dirty_incomplete() -> None:
+    """Every rule did its part, but the loss adds a penalty in the weights' units: ``complete``
+    is False, as the command's exit code is, and ``violations_left`` names what a lint finds."""
+    model, inputs = penalty_lm()
+    res = rewrite(model, inputs)
+    assert res.gct.complete and not res.gct.unhandled
+    assert [v.rule for v in res.violations_left] == ["UC303"] and not res.complete
+    assert [v.rule for v in infer_units(res.module, inputs).violations] == ["UC303"]
 
 
 @needs_hf

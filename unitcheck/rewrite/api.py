@@ -32,11 +32,13 @@ class RewriteResult:
     seconds: float = 0.0
     to: str = "gct"
     notes: list[str] = field(default_factory=list)
+    violations_left: list[Any] = field(default_factory=list)  # what a lint of the result finds (GCT)
 
     @property
     def complete(self) -> bool:
-        """Every rule did its part (the null rewrite has nothing to do)."""
-        return self.to == "identity" or (self.gct.complete and not self.gct.unhandled)
+        """Every rule did its part and the result lints clean (the null rewrite has nothing to do;
+        its test is equality with the original, :mod:`.equal`)."""
+        return self.to == "identity" or (self.gct.complete and not self.gct.unhandled and not self.violations_left)
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -102,28 +104,33 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
                    f"{len(res.dropped)} normaliser parameters dropped.")
     source = render_source(gen, units, source_name or type(model).__name__, how, summary)
     module = instantiate(source)
+    left: list[Any] = []
     if to == "gct":
-        gains = parameter_gains(module, example_inputs, set(units))
+        from ..infer import infer_units
+
+        left = infer_units(module, example_inputs).violations
+        gains = parameter_gains(module, left, set(units))
         if gains:
             for name, where in gains.items():
                 res.declared[name] = units[name] = "1"
                 res.log.append(f"[parameter_gains] {where} -> {name} declared dimensionless")
             source = render_source(gen, units, source_name or type(model).__name__, how, summary)
             module = instantiate(source)
+            left = infer_units(module, example_inputs).violations
     module.load_state_dict(gen.root.state_dict())
-    return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes])
+    return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes],
+                         left)
 
 
-def parameter_gains(module: nn.Module, example_inputs: Any, declared: set[str]) -> dict[str, str]:
+def parameter_gains(module: nn.Module, violations: list[Any], declared: set[str]) -> dict[str, str]:
     """Parameters that scale one term of a sum whose other term the rewrite made dimensionless
     (Mamba's skip term ``y + x * D``): UC101 with one side ``1`` and the other a product of
-    parameters alone, each undeclared. Only a dimensionless gain makes that sum consistent, so
-    the rewrite declares it; anything else is left for the lint to report."""
-    from ..infer import infer_units
-
+    parameters alone, each undeclared, among the ``violations`` a lint of ``module`` found. Only
+    a dimensionless gain makes that sum consistent, so the rewrite declares it; anything else is
+    left for the lint to report."""
     params = {name for name, _ in module.named_parameters()}
     out: dict[str, str] = {}
-    for v in infer_units(module, example_inputs).violations:
+    for v in violations:
         if v.rule != "UC101" or len(v.units) != 2:
             continue
         a, b = v.units.values()
