@@ -230,6 +230,38 @@ def test_branch_on_an_activation_is_captured_by_a_recorded_run_and_said_so() -> 
         trace(model, x, dynamic=True)
 
 
+class _SwitchMoE(nn.Module):
+    """Switch Transformers' sparse MLP in small: the router cast to its own dtype on every call
+    (``self.classifier = self.classifier.to(self.dtype)``), then a loop over the experts the
+    batch hit, each chosen by name from the index's value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.classifier = nn.Linear(8, 3, bias=False)
+        self.experts = nn.ModuleDict({f"expert_{i}": nn.Linear(8, 8) for i in range(3)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.classifier = self.classifier.to(torch.float32)
+        choice = self.classifier(x).argmax(-1)
+        out = torch.zeros_like(x)
+        for e in torch.bincount(choice, minlength=3).gt(0).nonzero():
+            rows = torch.where(choice == e[0])[0]
+            out.index_add_(0, rows, self.experts[f"expert_{e[0]}"](x[rows]))
+        return out
+
+
+def test_an_expert_loop_and_a_module_cast_in_forward_are_captured_by_a_recorded_run() -> None:
+    """A module cast to the dtype it has is a no-op in a capture (its fake parameters refused the
+    swap), and the count of experts hit, which the loop unbinds, is the example's in the recorded
+    run's replay (export could not unbind a size only values decide)."""
+    model, x = _SwitchMoE(), torch.randn(12, 8, generator=torch.Generator().manual_seed(0))
+    g = trace(model, x)
+    assert g.method == "export" and any("recorded" in n for n in g.notes)
+    assert torch.equal(g.gm(*[leaf.value for leaf in g.leaves.values() if leaf.kind != "input"], x)[0], model(x))
+    assert isinstance(model.classifier.weight, nn.Parameter) and nn.Module.to.__qualname__ == "Module.to"
+    assert infer_units(model, x, traced=g).coverage == 1.0
+
+
 class _Codec(nn.Module):
     """Audio codecs pad by a size computed from a float tensor (``if length <= max_pad``), and
     LSTMs run on it: export with real values cannot follow either."""

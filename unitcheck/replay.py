@@ -143,11 +143,26 @@ def record(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
 
 class _Replay(fx.Interpreter):
     """Runs the recording node by node with each node's meta current, so that export copies
-    the module stack, stack trace and annotations onto the nodes it creates."""
+    the module stack, stack trace and annotations onto the nodes it creates. A size only the
+    values decide (``nonzero``'s count of the experts a batch hit, which a loop over them
+    unbinds) is the example's: the graph holds the example's branches, and asserts this size."""
 
     def run_node(self, n: fx.Node) -> Any:
         with fx_traceback.set_current_meta(n):
-            return super().run_node(n)
+            out = super().run_node(n)
+        _sizes_as_recorded(out, n.meta.get("val"))
+        return out
+
+
+def _sizes_as_recorded(out: Any, recorded: Any) -> None:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for got, want in zip(pytree.tree_leaves(out), pytree.tree_leaves(recorded)):
+        if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)) or got.dim() != want.dim():
+            continue
+        for size, real in zip(got.shape, want.shape):
+            if isinstance(size, torch.SymInt) and free_unbacked_symbols(size) and isinstance(real, int):
+                torch._check(size == real)
 
 
 @contextlib.contextmanager

@@ -285,6 +285,33 @@ def meta_autocast() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
+def _module_casts_kept() -> Iterator[None]:
+    """``module.to(dtype)`` inside ``forward`` (Switch Transformers casts its router to its own
+    dtype on every call) swaps each parameter for a converted one, which a capture's fake
+    parameters refuse ("Couldn't swap Linear.weight"). A cast to the dtype and device every
+    tensor of the module already has changes nothing in eager, so in a capture it returns the
+    module as it is; any other cast runs as before."""
+    original = nn.Module.to
+
+    def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        try:
+            device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        except Exception:  # let the real method say what is wrong with the arguments
+            return original(self, *args, **kwargs)
+        tensors = [*self.parameters(), *self.buffers()]
+        if all((dtype is None or not (t.is_floating_point() or t.is_complex()) or t.dtype == dtype)
+               and (device is None or t.device == torch.device(device)) for t in tensors):
+            return self
+        return original(self, *args, **kwargs)
+
+    nn.Module.to = to  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        nn.Module.to = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _mode(model: nn.Module, training: bool) -> Iterator[None]:
     """Every submodule in one mode for the capture (eval unless asked), restored afterwards."""
     flags = {m: m.training for m in model.modules()}
@@ -1296,7 +1323,7 @@ def trace(
     changes: list[str] = []
     after: dict[tuple[str, str], Any] = {}
     rng = _host_rng_states()
-    with _python_state_kept(model, changes, after):
+    with _python_state_kept(model, changes, after), _module_casts_kept():
         g = _trace(model, example_inputs, method, dynamic, lower_op, training)
     g.host_draws = [name for name, state in _host_rng_states().items() if state != rng[name]]
     if g.host_draws:
