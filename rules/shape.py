@@ -12,7 +12,7 @@ from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, Index, UnitValue
 
-from ._util import first, funcs, ops
+from ._util import first, funcs, nonlinear, ops
 
 _MOVE_OPS = ops(
     "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select",
@@ -68,15 +68,27 @@ def data_movement(ctx: RuleContext) -> UnitValue:
 def cast(ctx: RuleContext) -> UnitValue:
     """
     What it does: a dtype/device cast keeps the unit; an index tensor cast to float becomes a
-    dimensionless number (positions fed to rotary embeddings).
-    Why it matters: casts are unit-transparent; integers carry no unit.
-    Example: ``position_ids.float()`` is dimensionless.
-    Fix: none.
+    dimensionless number (positions fed to rotary embeddings). A float cast to an integer dtype
+    truncates, as ``trunc`` does, so it needs a dimensionless input (UC204) and gives an index.
+    Why it matters: casts are unit-transparent; integers carry no unit, and truncating a value
+    with a unit gives other integers when the unit's scale changes.
+    Example: ``position_ids.float()`` is dimensionless; ``flattened_patches[..., 0].long()``
+    (Pix2Struct's row ids, stored in its float input) reads ids from a tensor with a unit.
+    Fix: keep ids in an integer tensor, or declare the float input dimensionless.
     """
     v = first(ctx)
     if isinstance(v, Index):
         return DIMENSIONLESS if _float_out(ctx) else INDEX
+    if _integer_out(ctx):
+        bad = nonlinear(ctx, [ctx.args[0]], "UC204", "a cast to integers")
+        return INDEX if bad == DIMENSIONLESS else bad
     return v
+
+
+def _integer_out(ctx: RuleContext) -> bool:
+    val, src = ctx.val(), ctx.val(ctx.args[0]) if ctx.args else None
+    return (isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor) and src.is_floating_point()
+            and not val.is_floating_point() and not val.is_complex() and val.dtype != torch.bool)
 
 
 def _float_out(ctx: RuleContext) -> bool:

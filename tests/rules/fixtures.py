@@ -235,6 +235,25 @@ def _uc204_grid() -> tuple[nn.Module, Any]:
     return Sampler(), torch.randn(2, 4, 4, 8, generator=_g())
 
 
+class PatchRows(nn.Module):  # UC204: row ids read from a float input; the ids as integers are fine
+    """Pix2Struct's input in small: each row's first column is an id stored in the float tensor,
+    truncated to an integer for an embedding lookup; the same ids given as an integer tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = nn.Embedding(8, 4)
+        self.proj = nn.Linear(3, 4)
+
+    def forward(self, patches: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.proj(patches[..., 1:]), self.rows(patches[..., 0].long()), self.rows(ids.float().long())
+
+
+@fixture("uc204_cast_to_integers")
+def _uc204_cast() -> tuple[nn.Module, Any]:
+    ids = torch.randint(0, 8, (2, 5), generator=_g())
+    return PatchRows(), (torch.cat([ids[..., None].float(), torch.randn(2, 5, 3, generator=_g(1))], -1), ids)
+
+
 class FourierMixing(nn.Module):  # no UC901 and no UC102: FNet's token mixing is linear
     def __init__(self) -> None:
         super().__init__()
