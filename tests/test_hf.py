@@ -498,6 +498,27 @@ def test_a_field_only_weight_initialisation_reads_is_repaired_on_the_cpu() -> No
 
 
 @needs_hf
+@pytest.mark.parametrize("model_type", ["pix2struct_vision_model", "pix2struct"])
+def test_flattened_patches_carry_row_and_column_ids(model_type: str) -> None:
+    """Pix2Struct reads ``flattened_patches``: each row is a patch's 1-based row and column ids,
+    then its pixels. Without it the build passed nothing and the model refused to run."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build(model_type, info=info)
+    patches = inputs["flattened_patches"]
+    assert patches.shape[-1] == 2 + _patch_width(model)
+    assert patches[..., :2].min() >= 1 and float(patches[..., :2].max()) <= 4
+    with torch.no_grad():
+        model.eval()(**inputs)
+
+
+def _patch_width(model: torch.nn.Module) -> int:
+    cfg = getattr(model.config, "vision_config", model.config)
+    return int(cfg.patch_embed_hidden_size)
+
+
+@needs_hf
 def test_position_ids_counted_from_an_unset_padding_id_get_one() -> None:
     """ESM's default config leaves ``pad_token_id`` unset, yet its positions are counted from
     ``input_ids.ne(padding_idx)``: the probe's failure names the padding id, which gets a value."""

@@ -1507,7 +1507,9 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
     out: dict[str, Any] = {}
     for name in names:
         low = name.lower()
-        if low in ("bbox", "boxes", "bboxes"):
+        if low == "flattened_patches":  # Pix2Struct: each patch row is (row id, column id, pixels)
+            out[name] = _flattened_patches(cfg, batch, g)
+        elif low in ("bbox", "boxes", "bboxes"):
             lo = torch.randint(0, 500, (batch, n, 2), generator=g)
             out[name] = torch.cat([lo, lo + torch.randint(1, 500, (batch, n, 2), generator=g)], dim=-1)
         elif low == "image_attention_mask" and isinstance(images := inputs.get("pixel_values"), torch.Tensor) \
@@ -1526,6 +1528,19 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         else:
             out[name] = torch.randn(batch, n, dim(name, width), generator=g)
     return out
+
+
+def _flattened_patches(cfg: Any, batch: int, g: torch.Generator) -> torch.Tensor:
+    """Pix2Struct's input: a 4 x 4 grid of patches, each row its 1-based row and column ids (0
+    marks padding) followed by its ``patch_embed_hidden_size`` pixel values."""
+    width = _find(cfg, "patch_embed_hidden_size")
+    if not _is_int(width):
+        patch, chans = _find(cfg, "patch_size"), _find(cfg, "num_channels")
+        width = (int(patch) if _is_int(patch) else 16) ** 2 * (int(chans) if _is_int(chans) else 3)
+    side = 4
+    rows, cols = torch.meshgrid(torch.arange(1, side + 1), torch.arange(1, side + 1), indexing="ij")
+    ids = torch.stack([rows.flatten(), cols.flatten()], dim=-1).float().expand(batch, -1, -1)
+    return torch.cat([ids, torch.randn(batch, side * side, int(width), generator=g)], dim=-1)
 
 
 def _full_lengths(name: str, inputs: Mapping[str, Any], cfg: Any, batch: int, seq: int) -> torch.Tensor:
