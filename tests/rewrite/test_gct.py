@@ -148,3 +148,16 @@ def test_rewrite_directory_trains(tmp_path: Path) -> None:
     res = train(TrainConfig(model=str(tmp_path / "rw"), seq_len=32, batch_size=8, steps=30, lr=3e-3,
                             warmup=3, eval_interval=30, eval_batches=2, out_dir=str(tmp_path / "run")))
     assert res.final_val_loss < res.history[0]["train_loss"] - 0.5
+
+
+@needs_hf
+def test_mamba_steps_are_named_for_its_mixer() -> None:
+    """Mamba has no MLP: the block's step and the step of the skip term inside the mixer
+    (``y + x D``, the only residual add of that module) are both ``alpha_mixer``."""
+    from unitcheck.hf import build as hf_build
+
+    model, inputs = hf_build("mamba")
+    res = rewrite(model, inputs)
+    assert res.complete
+    assert sorted(k for k in res.gct.new_params if "layers.0." in k) == [
+        "backbone.layers.0.alpha_mixer", "backbone.layers.0.mixer.alpha_mixer"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,26 +145,34 @@ _MIXER_NAMES = re.compile(r"mixer|mamba|ssm|rglru|recurren|temporal|retention|rw
 _NORM_NAMES = re.compile(r"norm|(^|_)ln", re.IGNORECASE)
 
 
-def _branch_kind(part: fx.Node, stream: fx.Node, here: str) -> str:
+def _branch_kind(part: fx.Node, stream: fx.Node, here: str, alone: bool) -> str:
     """What the branch computes, for the name of its residual step: ``attn`` when it attends
     (softmax weights on values, or the module it runs in is named for attention), ``mixer`` for a
     state-space or recurrent mixer, else ``mlp``; whatever the module that last touched it is
     called (a dropout, an output projection). The module is the branch's outermost one that
-    does not hold the add, normalisers aside (Llama's MLP reads ``post_attention_layernorm``)."""
+    does not hold the add, normalisers aside (Llama's MLP reads ``post_attention_layernorm``),
+    else the module the add is in when it holds no other residual add (Mamba's skip term
+    ``y + x D`` inside its mixer; a block that holds both adds says nothing of either)."""
     nodes = _branch_nodes(part, stream)
     if any(_attends(n) for n in nodes):
         return "attn"
     parts = here.split(".") if here else []
     holders = {".".join(parts[:i]) for i in range(len(parts) + 1)}
-    names = set()
+    names: set[str] = set()
+    inside: set[str] = set()
     for n in nodes:
-        outer = next(((path, cls) for path, cls in module_stack(n) if path not in holders), None)
+        stack = module_stack(n)
+        outer = next(((path, cls) for path, cls in stack if path not in holders), None)
         if outer is not None and not _NORM_NAMES.search(outer[0].rsplit(".", 1)[-1] + " " + outer[1]):
             names.add(f"{outer[0].rsplit('.', 1)[-1]} {outer[1]}")
-    text = " ".join(sorted(names))
-    if _ATTENTION_NAMES.search(text):
-        return "attn"
-    return "mixer" if _MIXER_NAMES.search(text) else "mlp"
+        if alone:
+            inside.update(f"{path.rsplit('.', 1)[-1]} {cls}" for path, cls in stack if path == here)
+    for text in (" ".join(sorted(names)), " ".join(sorted(inside))):
+        if _ATTENTION_NAMES.search(text):
+            return "attn"
+        if _MIXER_NAMES.search(text):
+            return "mixer"
+    return "mlp"
 
 
 def _submodule_branch(n: fx.Node, stream: fx.Node, here: str) -> bool:
@@ -215,6 +223,7 @@ def residual_stream(ctx: RewriteContext) -> None:
     alpha0 = 1.0 / math.sqrt(len(residuals))  # 1/sqrt(2L): two residual adds per layer
     canon: dict[fx.Node, fx.Node] = {}
     names: set[str] = set()
+    per_module = Counter(module_path(add) for add, _, _ in residuals)
     done = 0
     for add, _, branch in residuals:
         # earlier rewrites replaced the stream operand: read it from the add as it is now
@@ -233,7 +242,7 @@ def residual_stream(ctx: RewriteContext) -> None:
         parts = _branch_parts(branch, h, here) + later
         acc, terms, last = h, [], top
         for part in parts:
-            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h, here)}"
+            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h, here, per_module[here] == 1)}"
             name, i = base, 1
             while name in names:
                 name, i = f"{base}_{i}", i + 1
