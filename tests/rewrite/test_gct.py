@@ -151,6 +151,7 @@ def test_rewrite_directory_trains(tmp_path: Path) -> None:
 
 
 @needs_hf
+@pytest.mark.slow
 def test_mamba_steps_are_named_for_its_mixer() -> None:
     """Mamba has no MLP: the block's step and the step of the skip term inside the mixer
     (``y + x D``, the only residual add of that module) are both ``alpha_mixer``."""
