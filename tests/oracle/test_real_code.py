@@ -873,3 +873,37 @@ def test_a_gradient_that_is_rounding_is_not_a_derivative(k: int) -> None:
     # is rounding, which the threshold covers although it is large against the rounding-sized
     # sensitivity
     assert (router.measured > 1e-3 and abs(router.rate) > 1e-6) if k == 2 else abs(router.rate) < 1e-15, router
+
+
+class IdsInFloats(nn.Module):
+    """Pix2Struct's input in small: each row is a position id stored as a float, then features.
+    The ids are read with ``.long()`` (UC204), the features projected; the sum is normalised."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = nn.Embedding(8, 6)
+        self.proj = nn.Linear(3, 6)
+        self.norm = nn.LayerNorm(6)
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, rows: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.proj(rows[:, 1:]) + self.pos(rows[:, 0].long()))
+        return F.cross_entropy(self.head(h), y)
+
+
+def test_ids_truncated_from_a_float_input_are_measured_without_crossing_their_jumps() -> None:
+    """Moving the input's whole-number ids by the fingerprint's relative jitter (1e-9) moved some
+    across a jump of the truncation (1.0 down to 0.99999999 is id 0): the jittered gradients
+    said the UC101 sum's derivative was rounding, so its generators were predicted gauge and
+    measured otherwise; and the central difference along the input measured the jumps. The
+    truncated input stays put in the jitter, and its direction's finite difference is no
+    finding."""
+    ids = torch.arange(1, 7, dtype=torch.float64)[:, None].float()
+    rows = torch.cat([ids, torch.randn(6, 3, generator=torch.Generator().manual_seed(0))], dim=1)
+    model, inputs = IdsInFloats(), (rows, torch.randint(0, 2, (6,), generator=torch.Generator().manual_seed(1)))
+    assert {"UC204", "UC101"} <= {v.rule for v in lint(model, inputs).violations}
+    res = _verified(model, inputs)
+    rows_by_gen = _rows(res)
+    assert rows_by_gen and all(r.match for r in rows_by_gen.values()), [
+        (g, r.predicted_gauge, r.measured) for g, r in rows_by_gen.items() if not r.match]
+    assert not rows_by_gen["p:proj.weight"].predicted_gauge
