@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from unitcheck.fxutil import ROUNDING_OPS
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
@@ -111,7 +112,7 @@ def transcendental(ctx: RuleContext) -> UnitValue:
     """
     name = ctx.op
     tensors = [a for a in ctx.args if not isinstance(a, (int, float))][:2]
-    if name in ("floor", "ceil", "round", "trunc") and isinstance(ctx.u(ctx.args[0]), Index):
+    if name in ROUNDING_OPS and isinstance(ctx.u(ctx.args[0]), Index):
         return INDEX
     return nonlinear(ctx, tensors or [ctx.args[0]], "UC204", name)
 

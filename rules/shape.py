@@ -7,6 +7,7 @@ import operator
 
 import torch
 
+from unitcheck.fxutil import integer_cast
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
@@ -79,16 +80,10 @@ def cast(ctx: RuleContext) -> UnitValue:
     v = first(ctx)
     if isinstance(v, Index):
         return DIMENSIONLESS if _float_out(ctx) else INDEX
-    if _integer_out(ctx):
+    if integer_cast(ctx.node):
         bad = nonlinear(ctx, [ctx.args[0]], "UC204", "a cast to integers")
         return INDEX if bad == DIMENSIONLESS else bad
     return v
-
-
-def _integer_out(ctx: RuleContext) -> bool:
-    val, src = ctx.val(), ctx.val(ctx.args[0]) if ctx.args else None
-    return (isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor) and src.is_floating_point()
-            and not val.is_floating_point() and not val.is_complex() and val.dtype != torch.bool)
 
 
 def _float_out(ctx: RuleContext) -> bool:

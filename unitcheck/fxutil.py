@@ -199,6 +199,18 @@ def float_tensors(x: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(x) if _valued(t)]
 
 
+# ops whose result jumps as their input moves
+ROUNDING_OPS = frozenset({"floor", "ceil", "round", "trunc"})
+
+
+def integer_cast(node: fx.Node) -> bool:
+    """A cast of a float tensor to an integer dtype (not bool): it truncates, as ``trunc`` does."""
+    src = node.args[0] if node.args and isinstance(node.args[0], fx.Node) else None
+    val, src_val = node.meta.get("val"), src.meta.get("val") if src is not None else None
+    return (isinstance(val, torch.Tensor) and isinstance(src_val, torch.Tensor) and src_val.is_floating_point()
+            and not (val.is_floating_point() or val.is_complex()) and val.dtype != torch.bool)
+
+
 def has_float(x: Any) -> bool:
     return any(_valued(t) for t in pytree.tree_leaves(x))
 

@@ -300,7 +300,7 @@ def _module_casts_kept() -> Iterator[None]:
             return original(self, *args, **kwargs)
         tensors = [*self.parameters(), *self.buffers()]
         if all((dtype is None or not (t.is_floating_point() or t.is_complex()) or t.dtype == dtype)
-               and (device is None or t.device == torch.device(device)) for t in tensors):
+               and (device is None or t.device == device) for t in tensors):
             return self
         return original(self, *args, **kwargs)
 

@@ -32,7 +32,7 @@ import torch
 import torch.autograd.forward_ad as fwad
 import torch.fx as fx
 
-from ..fxutil import ancestors, base_name, float_tensors
+from ..fxutil import ROUNDING_OPS, ancestors, base_name, float_tensors, integer_cast
 from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
@@ -74,10 +74,6 @@ def _consumed(ug: UnitGraph, reach: set[fx.Node], env: Mapping[fx.Node, Any],
     return out
 
 
-# rounding ops: their result jumps as their input moves
-_STEPS = {"floor", "ceil", "round", "trunc"}
-
-
 def _derivative_reaches(node: fx.Node, grads: Mapping[fx.Node, torch.Tensor],
                         jittered: Mapping[fx.Node, torch.Tensor]) -> bool:
     """Is dL/dy a derivative, not rounding, somewhere in the node's float outputs?"""
@@ -104,15 +100,7 @@ def _truncated_leaves(ug: UnitGraph) -> set[str]:
     """Float leaves that reach a cast to integers or a rounding op: moving them by 1e-9 moves a
     whole number across a jump (Pix2Struct's row id 1.0 becomes 0 under ``.long()`` when moved
     down), which changes the path, not a derivative."""
-    steps = []
-    for n in ug.graph.nodes:
-        val = n.meta.get("val")
-        src = n.args[0] if n.args and isinstance(n.args[0], fx.Node) else None
-        src_val = src.meta.get("val") if src is not None else None
-        integer = (isinstance(val, torch.Tensor) and isinstance(src_val, torch.Tensor) and src_val.is_floating_point()
-                   and not (val.is_floating_point() or val.is_complex()) and val.dtype != torch.bool)
-        if integer or (n.op == "call_function" and base_name(n) in _STEPS):
-            steps.append(n)
+    steps = [n for n in ug.graph.nodes if integer_cast(n) or (n.op == "call_function" and base_name(n) in ROUNDING_OPS)]
     above = ancestors(steps) if steps else set()
     return {name for name in ug.traced.leaves if ug.node(name) in above}
 

@@ -162,11 +162,12 @@ def _branch_kind(part: fx.Node, stream: fx.Node, here: str, alone: bool) -> str:
     inside: set[str] = set()
     for n in nodes:
         stack = module_stack(n)
-        outer = next(((path, cls) for path, cls in stack if path not in holders), None)
-        if outer is not None and not _NORM_NAMES.search(outer[0].rsplit(".", 1)[-1] + " " + outer[1]):
-            names.add(f"{outer[0].rsplit('.', 1)[-1]} {outer[1]}")
+        labels = [(path, f"{path.rsplit('.', 1)[-1]} {cls}") for path, cls in stack]  # attribute and class
+        outer = next((label for path, label in labels if path not in holders), None)
+        if outer is not None and not _NORM_NAMES.search(outer):
+            names.add(outer)
         if alone:
-            inside.update(f"{path.rsplit('.', 1)[-1]} {cls}" for path, cls in stack if path == here)
+            inside.update(label for path, label in labels if path == here)
     for text in (" ".join(sorted(names)), " ".join(sorted(inside))):
         if _ATTENTION_NAMES.search(text):
             return "attn"
