@@ -841,3 +841,64 @@ def test_a_model_too_large_for_the_cpu_is_refused_in_one_line(monkeypatch: pytes
     with pytest.raises(hf.HFError, match="parameters take"):
         hf.build("gpt2", device="cpu")
     hf.build("gpt2", device="meta")  # static lint never allocates
+
+
+@needs_hf
+def test_a_short_stage_pyramid_keeps_its_lists_as_long_as_its_stage_count() -> None:
+    """MuseSpark's audio tower validates one ``patch_sizes``/``hidden_sizes``/``depths`` entry per
+    stage (4 stages). Lists that short were not read as per-layer, so every shrunk plan cut the
+    stage count to 2 against four-entry lists, the validator rejected each, and the whole model was
+    built at its default size (822 billion parameters): nothing could run it on the CPU. A
+    rejected config is shrunk again with short lists read as per-layer; its waveform is a whole
+    number of tokens (1920 samples each), which the tower checks."""
+    from unitcheck.hf import Built, build, make_config
+
+    audio = make_config("muse_spark").audio_config
+    assert len(audio.patch_sizes) == len(audio.hidden_sizes) == len(audio.depths) == audio.num_hidden_layers
+    info: list[Built] = []
+    model, inputs = build("muse_spark_audio", device="meta", info=info)
+    assert info[0].plan == "small" and info[0].probed
+    assert inputs["input_values"].shape[-1] % model.config.samples_per_token == 0
+    big, _ = build("muse_spark", device="meta")
+    assert sum(p.numel() for p in big.parameters()) < 200_000_000
+
+
+@needs_hf
+def test_inkling_builds_small_with_its_patches_channels_last() -> None:
+    """Inkling imports scipy when it plans its vision tower (now in the ``hf`` extra); without it
+    every shrunk plan failed and the model was built at its default size (1.7 trillion
+    parameters). Its tower folds ``(patches, T, H, W, C)``: a channels-last layout of frames."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("inkling_vision", device="meta", info=info)
+    assert info[0].plan == "small" and info[0].probed and info[0].layout.endswith("(frames, channels last)")
+    assert inputs["pixel_values"].shape[-1] == model.config.num_channels
+    big, _ = build("inkling_mm_model", device="meta")
+    assert sum(p.numel() for p in big.parameters()) < 200_000_000
+
+
+@needs_hf
+def test_a_last_stage_as_wide_as_another_config_follows_its_width() -> None:
+    """Unlimited-OCR feeds SAM's last neck stage (``downsample_channels[-1]``, 1024) to its CLIP
+    encoder as patch embeddings, which it concatenates with a class embedding of the encoder's
+    width (1024). Scaled by SAM's own ratio the stage became 88 wide against an encoder of 64, every
+    shrunk plan failed, and the unshrunk widths' comparison needed 18 GiB."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("unlimited_ocr_vision")
+    assert cfg.sam_config.downsample_channels[-1] == cfg.encoder_config.hidden_size < 1024
+    info: list[Built] = []
+    build("unlimited_ocr_vision", device="meta", info=info)
+    assert info[0].plan == "small" and info[0].probed
+
+
+@needs_hf
+def test_a_waveform_asked_for_as_latent_channels_becomes_a_short_latent_sequence() -> None:
+    """VibeVoice's acoustic decoder reads (batch, 64, frames) latents; the waveform layout, asked
+    for 64 channels by its first conv, kept its 3200 samples as frames, which the decoder turns
+    into 10 million samples each (the comparison needed 1.9 TiB). The latent is 16 frames."""
+    from unitcheck.hf import build
+
+    _, inputs = build("vibevoice_acoustic_tokenizer_decoder", device="meta")
+    assert tuple(inputs["hidden_states"].shape[1:]) == (64, 16)

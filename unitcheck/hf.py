@@ -273,6 +273,10 @@ class _Shrink:
     plan: Plan
     widths: dict[int, int]
     vocab_map: dict[str, int] = field(default_factory=dict)
+    # the shortest stack whose equally long lists are read as one entry per layer: shorter lists
+    # of that length are usually not per layer (a 4-element image mean), unless a validator says
+    # they are (MuseSpark's audio pyramid: patch_sizes, hidden_sizes, depths per stage, 4 stages)
+    min_stack: int = 5
 
 
 def _layer_count(cfg: Any) -> tuple[str, int] | None:
@@ -358,7 +362,7 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
         n0 = layer[1]
         # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
         # with the new layer count whatever rule the class derives them by
-        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= 5]
+        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= shrink.min_stack]
         runs = {k: ex for k, v in values.items() if (ex := _run_length_layers(v, n0)) is not None}
         if runs:  # the count a run pattern is checked against, by the name the config stores it under
             layer = ((getattr(cfg, "attribute_map", None) or {}).get(layer[0], layer[0]), n0)
@@ -648,8 +652,12 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
         return type(value)(shrink.widths[x] if x >= 16 else x for x in value)
     if width_like and _int_list(value) and ratio < 1 and max(value) >= 16:
         # every channel list with the same rounding, so a stage's input stays its predecessor's output;
-        # small entries (a stem's 3 image channels) are not widths
-        return type(value)(_round(x * ratio) if x >= 16 else x for x in value)
+        # small entries (a stem's 3 image channels) are not widths; a last stage as wide as another
+        # config (SAM's neck feeding Unlimited-OCR's CLIP encoder as its patch embeddings) follows it
+        out = [_round(x * ratio) if x >= 16 else x for x in value]
+        if value[-1] in shrink.widths and value.count(value[-1]) == 1:
+            out[-1] = shrink.widths[value[-1]]
+        return type(value)(out)
     return _SAME
 
 
@@ -750,15 +758,22 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
         raise HFError(f"{model_type}: its default config cannot be built: {_short(err)}") from None
     widths: dict[int, int] = {}
     _collect_widths(base, plan, widths)
-    kwargs = shrink_kwargs(base, _Shrink(plan, widths)) if plan.name != "default" else {}
-    if "use_cache" in _declared(cls) or _has(base, "use_cache"):
-        kwargs["use_cache"] = False
-    _fill_gaps(kwargs, base, model_type)
-    _apply_overrides(kwargs, base, overrides or {}, model_type)
-    try:
-        cfg = cls(**kwargs)
-    except Exception as err:  # config validators raise their own exception types
-        raise HFError(f"{model_type}: config rejected ({plan.name} plan): {_short(err)}") from None
+    rejected: Exception | None = None
+    shrunk = plan.name != "default"
+    for min_stack in (5, 3) if shrunk else (5,):  # rejected: again with short per-layer lists (_Shrink)
+        kwargs = shrink_kwargs(base, _Shrink(plan, widths, min_stack=min_stack)) if shrunk else {}
+        if "use_cache" in _declared(cls) or _has(base, "use_cache"):
+            kwargs["use_cache"] = False
+        _fill_gaps(kwargs, base, model_type)
+        _apply_overrides(kwargs, base, overrides or {}, model_type)
+        try:
+            cfg = cls(**kwargs)
+            break
+        except Exception as err:  # config validators raise their own exception types
+            rejected = rejected or err
+    else:
+        assert rejected is not None
+        raise HFError(f"{model_type}: config rejected ({plan.name} plan): {_short(rejected)}") from None
     _finish_config(cfg)
     return cfg
 
@@ -968,6 +983,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                     if frame_tokens is not None:
                         layouts.append((_FRAME_TOKENS, frame_tokens))
                 layouts.append(("input_ids+pixel_values (frames)", {**base, **frames}))
+                # towers that fold (batch, T, H, W, C) patches (Inkling)
+                layouts.append(("input_ids+pixel_values (frames, channels last)",
+                                {**base, "pixel_values": _channels_last(frames["pixel_values"])}))
         for audio in ("input_features", "input_values"):
             if audio in params and base:  # text-audio pairs (CLAP, CLVP...)
                 pairs = _audio_layouts(cfg, audio, batch, g)
@@ -986,6 +1004,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         pixels = _image(cfg, batch, g)
         layouts.append(("pixel_values", {"pixel_values": pixels}))
         layouts.append(("pixel_values (frames or image pairs)", {"pixel_values": _video(cfg, pixels)}))
+        layouts.append(("pixel_values (frames, channels last)", {"pixel_values": _channels_last(_video(cfg, pixels))}))
         if "input_ids" in params:
             layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": pixels, "input_ids": ids}))
             token = _find(cfg, "image_token_id", "image_token_index")
@@ -1040,6 +1059,9 @@ def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[
     out: list[tuple[str, dict[str, Any]]] = []
     if name == "input_values":
         n = 3200
+        per_token = _find(cfg, "samples_per_token", "audio_samples_per_token")
+        if _is_int(per_token) and 0 < per_token <= 8192:  # a whole number of tokens (MuseSpark: 1920)
+            n = -(-n // per_token) * per_token
         ch = _find(cfg, "audio_channels")
         out.append(("input_values", {name: torch.randn(batch, n, generator=g)}))
         out.append(("input_values (channels)", {name: torch.randn(batch, int(ch) if _is_int(ch) else 1, n, generator=g)}))
@@ -1098,6 +1120,11 @@ def _time_series(cfg: Any, params: set[str], batch: int, g: torch.Generator) -> 
             inputs["future_time_features"] = torch.randn(batch, horizon, features, generator=g)
         out.append((f"past_values{'' if not shape_tail else ' (channels)'}", inputs))
     return out
+
+
+def _channels_last(frames: torch.Tensor) -> torch.Tensor:
+    """``(batch, frames, C, H, W)`` as ``(batch, frames, H, W, C)``."""
+    return frames.permute(0, 1, 3, 4, 2).contiguous()
 
 
 def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
@@ -1620,6 +1647,9 @@ _MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
+_LATENT_FRAMES = 16
+
+
 def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """Shapes for an input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
@@ -1644,6 +1674,11 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             dims = tuple(int(x) for x in v.shape)
             if dims[-1] == want:
                 out.append((name, (dims[0], want, *dims[1:-1])))
+            if want >= 16 and len(dims) == 3 and dims[-1] > _LATENT_FRAMES:
+                # a waveform asked for that many channels is a latent sequence, each frame of which
+                # a decoder turns into thousands of samples: 16 frames (VibeVoice's decoder made 10
+                # million samples of 3200 frames, and their comparison needed 1.9 TiB)
+                out.append((name, (dims[0], want, _LATENT_FRAMES)))
             out.append((name, (dims[0], want, *dims[2:])))
     m = _BROADCAST.search(why)
     if m:
