@@ -191,6 +191,16 @@ def test_set_overrides_win_and_reach_sub_configs() -> None:
     assert llava.text_config.num_hidden_layers == 3 and llava.text_config.hidden_size == 64
 
 
+def test_set_values_parse_lists() -> None:
+    """``--set axial_pos_shape=[4,4]`` is a list of ints (it was the string "[4,4]", which a
+    config's typed field rejects)."""
+    from unitcheck.hf import parse_value
+
+    assert parse_value("[4,4]") == [4, 4]
+    assert parse_value("[ 0.5, true , none]") == [0.5, True, None]
+    assert parse_value("[]") == [] and parse_value("[a]") == ["a"] and parse_value("4") == 4
+
+
 @needs_hf
 def test_inputs_follow_the_main_input_name() -> None:
     from unitcheck.hf import Built, build

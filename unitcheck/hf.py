@@ -71,8 +71,12 @@ _BUDGET_S = 60.0  # plan search stops trying alternatives after this long (the f
 
 
 def parse_value(text: str) -> Any:
-    """``--set`` values: ints, floats, booleans, None, else the string itself."""
+    """``--set`` values: ints, floats, booleans, None, lists of them in brackets (``[4,4]``),
+    else the string itself."""
     low = text.strip().lower()
+    if low.startswith("[") and low.endswith("]"):
+        inner = text.strip()[1:-1]
+        return [parse_value(item) for item in inner.split(",")] if inner.strip() else []
     if low in ("true", "false"):
         return low == "true"
     if low in ("none", "null"):
