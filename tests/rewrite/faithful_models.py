@@ -693,3 +693,20 @@ class AssertsNoNaN(nn.Module):
         x_max = h.detach().amax()
         assert x_max.isnan().sum() == 0, "NaN detected when computing min/max of the activation"
         return h / x_max.abs().clamp(min=1e-5)
+
+
+class RelativeTable(nn.Module):
+    """SAM's decomposed relative positions: a table read at ``q - k + (n - 1)`` for every pair of
+    a 64-wide grid, so each row is read up to 64 times and its gradient is a scatter-add with
+    repeated indices, which the CPU sums in the order its threads finish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(127, 8) * 0.02)
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1]
+        coords = torch.arange(n)
+        rel = self.table[coords[:, None] - coords[None, :] + (n - 1)]  # (n, n, C)
+        return torch.einsum("bhwc,hkc->bhwk", self.lin(x), rel)
