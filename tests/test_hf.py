@@ -927,3 +927,22 @@ def test_a_vanishing_initializer_range_is_a_trainable_one() -> None:
     assert make_config("sam").vision_config.initializer_range == 0.02
     assert make_config("unlimited_ocr").vision_config.sam_config.initializer_range == 0.02
     assert make_config("llama").initializer_range == 0.02  # an ordinary value stays as declared
+
+
+@needs_hf
+def test_a_conv_codec_that_doubles_its_channels_each_stage_is_built_narrow() -> None:
+    """VibeVoice's acoustic and semantic towers double 32 filters at each of six stages to 2048
+    channels: 393M parameters at the small plan, too large for a zeroed copy to count its audio
+    features, so its text had no audio tokens (the model refuses that on real values) and its
+    comparisons needed 13-23 GiB. Its audio features are counted with the ``padding_mask`` the
+    tower asks for."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("vibevoice")
+    assert cfg.audio_config.num_filters * 2 ** len(cfg.audio_config.downsampling_ratios) <= 256
+    assert make_config("encodec").num_filters == 32  # 32 x 2^4 = 512 channels: left as declared
+    info: list[Built] = []
+    model, inputs = build("vibevoice", device="meta", info=info)
+    assert sum(p.numel() for p in model.parameters()) < 20_000_000
+    assert info[0].layout == "input_ids+audio (audio tokens)" and info[0].probed
+    assert int((inputs["input_ids"] == model.config.audio_token_id).sum()) > 0

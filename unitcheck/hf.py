@@ -622,6 +622,11 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return min(value, side)
     if not plan.widths:
         return _SAME
+    stages = next((v for k in ("downsampling_ratios", "upsampling_ratios") if _int_list(v := values.get(k))), None)
+    if low in ("num_filters", "n_filters") and _is_int(value) and stages and value * 2 ** len(stages) > 1024:
+        # a conv codec doubles its channels at each of its stages: VibeVoice's six take 32 filters
+        # to 2048 channels (130M parameters a tower at the small plan); the last stage at 256
+        return max(1, 256 >> len(stages))
     # attention heads
     if _is_int(value) and value > 0:
         kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
@@ -1265,7 +1270,7 @@ def _audio_text(model: nn.Module, cfg: Any, ids: torch.Tensor, audio: dict[str, 
     if feats is None or not _is_int(token):
         return None
     media = dict(audio)
-    for mask in ("input_features_mask", "feature_attention_mask"):
+    for mask in ("input_features_mask", "feature_attention_mask", "padding_mask"):  # VibeVoice: padding_mask
         if mask in params:
             media[mask] = torch.ones(feats.shape[0], feats.shape[-1], dtype=torch.long)
     return _media_text(model, ids, media, token, "audio")
