@@ -946,3 +946,20 @@ def test_a_conv_codec_that_doubles_its_channels_each_stage_is_built_narrow() -> 
     assert sum(p.numel() for p in model.parameters()) < 20_000_000
     assert info[0].layout == "input_ids+audio (audio tokens)" and info[0].probed
     assert int((inputs["input_ids"] == model.config.audio_token_id).sum()) > 0
+
+
+@needs_hf
+def test_a_stage_fed_embeddings_only_gets_inputs_embeds() -> None:
+    """Qwen3-Omni's talker code predictor refuses ``input_ids`` ("expected to be None"): it runs
+    on the embeddings the talker hands it. A model whose ids are refused by name is tried with
+    ``inputs_embeds`` as wide as its hidden size; one whose ids fail otherwise keeps them (FSMT's
+    probe stops at a branch on values, and the ids reach its embedding table)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("qwen3_omni_moe_talker_code_predictor", device="meta", info=info)
+    assert info[0].layout == "inputs_embeds" and info[0].probed
+    assert "input_ids" not in inputs and inputs["inputs_embeds"].shape[-1] == model.config.hidden_size
+    info.clear()
+    build("fsmt", device="meta", info=info)
+    assert info[0].layout == "input_ids"

@@ -1011,6 +1011,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                 layouts.extend((f"input_ids+{name}", {**base, **inputs}) for name, inputs in pairs)
         if base:
             layouts.append(("input_ids", base))
+            width = _main_width(cfg)
+            if "inputs_embeds" in params and width:  # a stage fed embeddings only (Qwen3-Omni's code predictor)
+                layouts.append((_EMBEDS, {"inputs_embeds": torch.randn(batch, seq, width, generator=g)}))
             books = _find(cfg, "num_codebooks")
             if _is_int(books) and books > 1:  # audio-token decoders: one row per codebook (batch * codebooks, seq)
                 layouts.append(("input_ids (codebooks)", {"input_ids": ids.repeat(int(books), 1)}))
@@ -1249,6 +1252,7 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
     }
 
 
+_EMBEDS = "inputs_embeds"
 _IMAGE_TOKENS = "input_ids+pixel_values (image tokens)"
 _AUDIO_TOKENS = "input_ids+audio (audio tokens)"
 _FRAME_TOKENS = "input_ids+pixel_values (frames, image tokens)"
@@ -1983,6 +1987,9 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     first = _Choice(plan, task, head, layout, False, tried, built)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
+                if layout == _EMBEDS and not any(t.startswith(f"{plan.name}/{head}/input_ids: ") and "input_ids"
+                                                 in t.split(": ", 1)[1] for t in tried):
+                    continue  # embeddings only where the ids were refused: they skip the model's own table
                 why = _probe(model, inputs)
                 fixes = _repair(cfg, why) if why is not None else ()
                 if fixes:
