@@ -963,3 +963,17 @@ def test_a_stage_fed_embeddings_only_gets_inputs_embeds() -> None:
     info.clear()
     build("fsmt", device="meta", info=info)
     assert info[0].layout == "input_ids"
+
+
+@needs_hf
+def test_a_type_with_task_heads_only_is_built_from_them() -> None:
+    """ZoeDepth, ViTPose, UperNet, SuperPoint and the backbones have no base model and no head in
+    the mappings the builder read first (26 types in the zoo were "no model class"): any
+    ``MODEL_FOR_*`` mapping that names the type gives its head."""
+    from unitcheck.hf import Built, build, head_classes
+
+    assert head_classes("zoedepth")[0][:2] == ("depth_estimation", "ZoeDepthForDepthEstimation")
+    assert head_classes("rt_detr_resnet")[0][:2] == ("backbone", "RTDetrResNetBackbone")
+    info: list[Built] = []
+    build("vitpose", device="meta", info=info)
+    assert info[0].head == "VitPoseForPoseEstimation" and info[0].probed

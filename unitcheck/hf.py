@@ -885,6 +885,12 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
                 task = "base"
             if all(name != n for _, n, _ in out):
                 out.append((task, name, labels))
+    if not out:  # a type with task heads only (depth, pose, matting, keypoints, a backbone...)
+        out = [(mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower(), name, "none")
+               for mapping in sorted(vars(modeling_auto)) if mapping.startswith("MODEL_FOR_")
+               and mapping.endswith("_MAPPING_NAMES") and isinstance(getattr(modeling_auto, mapping), dict)
+               and isinstance(name := getattr(modeling_auto, mapping).get(model_type), str)]
+        out = [h for i, h in enumerate(out) if all(h[1] != n for _, n, _ in out[:i])]
     if not out:
         out = _named_like_config(model_type)
     return out
