@@ -977,3 +977,16 @@ def test_a_type_with_task_heads_only_is_built_from_them() -> None:
     info: list[Built] = []
     build("vitpose", device="meta", info=info)
     assert info[0].head == "VitPoseForPoseEstimation" and info[0].probed
+
+
+@needs_hf
+def test_a_tuple_default_the_model_extends_as_a_list_is_repaired() -> None:
+    """ViTMatte declares ``fusion_hidden_sizes`` as a tuple and its model computes
+    ``[config.hidden_size] + config.fusion_hidden_sizes``: its own default cannot be built. The
+    fields the failing line reads become lists."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, _ = build("vitmatte", device="meta", info=info)
+    assert "fusion_hidden_sizes (as a list)" in info[0].plan and info[0].probed
+    assert isinstance(model.config.fusion_hidden_sizes, list)

@@ -1842,7 +1842,8 @@ def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
     - per-layer-type rotary parameters looked up by a layer type the flat (or empty) dict lacks:
       one default rotary entry per layer type;
     - a per-layer list left None (``layer_types``, ``mlp_layer_types``): one entry per layer, the
-      standard ``full_attention`` or the kind the failing line compares against."""
+      standard ``full_attention`` or the kind the failing line compares against;
+    - a tuple default the model code concatenates to a list: that field as a list."""
     text = f"{type(err).__name__}: {err}"
     m = _NO_ATTRIBUTE.search(text)
     if isinstance(err, AttributeError) and m:
@@ -1864,6 +1865,12 @@ def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
                 nested = {t: entry for t in dict.fromkeys(types)}
                 return ((path, "rope_parameters", nested, "rope_parameters per layer type"),)
         return ()
+    if isinstance(err, TypeError) and 'concatenate list (not "tuple")' in text:
+        # a default declared as a tuple that the model code extends as a list (ViTMatte's
+        # ``[config.hidden_size] + config.fusion_hidden_sizes``): the fields the line reads, as lists
+        names = re.findall(r"config\.(\w+)", _model_line(err))
+        return tuple((path, name, list(_get(c, name)), f"{name} (as a list)") for name in dict.fromkeys(names)
+                     for path, c in _paths(cfg) if isinstance(_get(c, name), tuple))
     if isinstance(err, TypeError) and "NoneType" in text:
         line = _model_line(err)
         for name in _CONFIG_LIST.findall(line):
