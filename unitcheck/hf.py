@@ -870,6 +870,12 @@ _HEADS = (
 )
 
 
+def _task(mapping: str) -> str:
+    """``MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES`` -> ``depth_estimation`` (``base`` for the base models')."""
+    return "base" if mapping == "MODEL_MAPPING_NAMES" else \
+        mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower()
+
+
 def head_classes(model_type: str) -> list[tuple[str, str, str]]:
     """``(task, class name, label kind)`` for every head the type has, loss-returning heads first."""
     from transformers.models.auto import modeling_auto
@@ -880,13 +886,11 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
         if names is None:
             continue
         for name in names if isinstance(names, (list, tuple)) else (names,):
-            task = mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower() or "base"
-            if mapping == "MODEL_MAPPING_NAMES":
-                task = "base"
+            task = _task(mapping)
             if all(name != n for _, n, _ in out):
                 out.append((task, name, labels))
     if not out:  # a type with task heads only (depth, pose, matting, keypoints, a backbone...)
-        out = [(mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower(), name, "none")
+        out = [(_task(mapping), name, "none")
                for mapping in sorted(vars(modeling_auto)) if mapping.startswith("MODEL_FOR_")
                and mapping.endswith("_MAPPING_NAMES") and isinstance(getattr(modeling_auto, mapping), dict)
                and isinstance(name := getattr(modeling_auto, mapping).get(model_type), str)]
