@@ -314,3 +314,26 @@ INPUT_UNITS: dict[str, dict[str, str]] = {
     "uc303_loss_terms": {"g": "in:u", "f": "in:u^2"},
     "uc303_fixed_by_loss_weights": {"g": "in:u", "f": "in:u^2"},
 }
+
+
+class RowsWritten(nn.Module):  # UC101 where rows of two scales share a buffer, not where a row is replaced
+    """SuperPoint's padded keypoint scores: a ragged row per image (its positive entries), each
+    written into a zero buffer as wide as the longest, whose row it then fills whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 6), nn.Linear(8, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = [f(r) for f, r in ((self.a, x[0]), (self.b, x[1]))]
+        rows = [r[torch.nonzero(r > 0)[:, 0]] for r in rows]
+        out = x.new_zeros(2, max(r.shape[0] for r in rows))
+        for i, r in enumerate(rows):
+            out[i, : r.shape[0]] = r
+        return out
+
+
+@fixture("uc101_rows_written_whole")
+def _uc101_rows() -> tuple[nn.Module, Any]:
+    torch.manual_seed(0)  # rows of 1 and 5 positive entries: the second fills its row
+    return RowsWritten(), torch.randn(2, 8, generator=_g())
