@@ -83,7 +83,9 @@ def _row_of_a_write(ctx: RuleContext) -> fx.Node | None:
     rows = cond.args[0]
     if not (isinstance(rows, fx.Node) and rows.target in (aten.view.default, aten.reshape.default)):
         return None
-    steps, shape = rows.args[0], list(rows.args[1])
+    steps, shape = rows.args[0], rows.args[1]
+    if not isinstance(shape, (list, tuple)):
+        return None
     rank = len(shape)
     out = src.meta.get("val")
     if not (isinstance(steps, fx.Node) and isinstance(out, torch.Tensor) and out.dim() >= rank
