@@ -990,3 +990,15 @@ def test_a_tuple_default_the_model_extends_as_a_list_is_repaired() -> None:
     model, _ = build("vitmatte", device="meta", info=info)
     assert "fusion_hidden_sizes (as a list)" in info[0].plan and info[0].probed
     assert isinstance(model.config.fusion_hidden_sizes, list)
+
+
+@needs_hf
+def test_keypoint_matchers_are_built_with_few_points_and_iterations() -> None:
+    """SuperGlue keeps every point over a threshold of random scores (``max_keypoints=-1``) and
+    unrolls 100 Sinkhorn iterations into its graph: its capture was killed for memory. A small
+    build keeps 64 points and 10 iterations."""
+    from unitcheck.hf import make_config
+
+    cfg = make_config("superglue")
+    assert cfg.sinkhorn_iterations == 10 and cfg.keypoint_detector_config.max_keypoints == 64
+    assert make_config("superpoint").max_keypoints == 64

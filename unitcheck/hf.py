@@ -586,6 +586,10 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if plan.extras:
         if low == "num_queries" and _is_int(value) and value > 16:
             return 16
+        if low == "sinkhorn_iterations" and _is_int(value) and value > 10:
+            return 10  # SuperGlue's optimal transport, unrolled in the graph: 100 by default
+        if low == "max_keypoints" and _is_int(value) and (value < 0 or value > 64):
+            return 64  # unlimited by default: every point over a threshold of random scores
         if low == "context_length" and _is_int(value) and value > 64 and "patch_length" in values:
             return 64
         if low in _EXPERTS and _is_int(value) and value > SMALL_DEFAULTS["experts"]:
