@@ -594,6 +594,7 @@ _WHY = (
     ("the example inputs do not fit the model (a limit of the input builder)", "on its own example inputs"),
     ("comparing would take more memory than the budget at the example's size", "would hold about"),
     ("regenerated, but not equal bit for bit", " differences, first "),
+    ("the stage ran past its time limit", "over the "),
     ("the rewrite leaves violations or refuses a pattern", ""),
 )
 

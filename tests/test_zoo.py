@@ -200,12 +200,14 @@ def test_failed_rewrites_are_grouped_by_why() -> None:
         "d": entry({"status": "fail", "reason": "3 differences, first eval: the gradient of w differs"}),
         "e": entry({"status": "ok"}, {"status": "fail", "reason": "2 violation(s) left: UC101"}),
         "f": entry({"status": "skipped"}),
+        "g": entry({"status": "timeout", "reason": "over the 600 s limit in identity"}),
     }}
     kinds = zoo.failure_kinds(store, "identity")
     assert [(k.split(" (")[0], types) for k, types in kinds] == [
         ("the model branches in Python on tensor values", ["a", "b"]),
         ("regenerated, but not equal bit for bit", ["d"]),  # equal counts: by name
         ("the capture fails", ["c"]),
+        ("the stage ran past its time limit", ["g"]),  # not "leaves violations"
     ]
     assert [types for _, types in zoo.failure_kinds(store, "rewrite")] == [["a"], ["e"]]
     page = zoo.render(store)
