@@ -401,7 +401,7 @@ def test_a_comparison_too_large_for_memory_is_refused_up_front(monkeypatch: pyte
     with pytest.raises(UsageError, match=r"^comparing the regenerated module with the model would hold about"):
         check_fits_in_memory(graph)
     # one model's step at a time: its values and their gradients (both models at once refused
-    # SAM at 18 GiB, whose whole null rewrite peaks at 8.3 GiB resident)
+    # SAM at 18 GiB, whose whole null rewrite peaks at 8.5 GiB resident)
     need = 2 * float_bytes(graph)
     monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", str(1.01 * need / 2**30))
     check_fits_in_memory(graph)

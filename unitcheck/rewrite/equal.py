@@ -67,7 +67,7 @@ def check_fits_in_memory(graph: fx.Graph) -> None:
     no more than the graph computes) and their gradients are held at a time: refuse up front, in
     one line, what would otherwise end in the kernel's out-of-memory kill (VibeVoice's acoustic
     decoder upsampled 3200 frames 3200 times: about 1 TiB). Counting both models' steps at once
-    refused SAM at 18 GiB; its whole ``rewrite --to identity`` peaks at 8.3 GiB resident against
+    refused SAM at 18 GiB; its whole ``rewrite --to identity`` peaks at 8.5 GiB resident against
     the 9.0 GiB this counts."""
     from ..oracle import over_budget
 
