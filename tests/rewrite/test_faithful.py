@@ -149,8 +149,8 @@ def test_weight_normalisation_calls_its_fused_kernel() -> None:
 
 def test_a_scatter_add_that_sums_in_thread_order_is_compared_deterministically() -> None:
     """The gradient of a table read at repeated indices (SAM's relative positions) is a CPU
-    scatter-add whose sum follows thread timing: two runs of the model itself differed in 19 of
-    20 tries with two threads, and SAM's null rewrite "differed" by 1e-9. Comparisons run with
+    scatter-add whose sum follows thread timing: with two threads, such a gradient differed from
+    its first run in 19 of 20 reruns, and SAM's null rewrite "differed" by 1e-9. Comparisons run with
     deterministic kernels, and the user's setting is restored."""
     threads = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -101,8 +101,9 @@ def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, 
 def deterministic() -> Iterator[None]:
     """Kernels that give the same bits on every run, for the span of a comparison. A CPU
     scatter-add with repeated indices (the gradient of ``table[index]``) sums in the order its
-    threads finish: SAM's relative-position gradients differed between two runs of the model
-    itself in 19 of 20 tries, so no generated module could equal it. Memory ``torch.empty``
+    threads finish: the gradient of a 127-row table read over a 64-wide grid (SAM's relative
+    positions) differed from its first run in 19 of 20 reruns, so no generated module could
+    equal the model (SAM's null rewrite "differed" by 1e-9). Memory ``torch.empty``
     returns stays unfilled, as in the model's own runs; ops without a deterministic kernel run
     as they are (``warn_only``), silently."""
     import torch.utils.deterministic as det
