@@ -626,11 +626,12 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return min(value, side)
     if not plan.widths:
         return _SAME
-    stages = next((v for k in ("downsampling_ratios", "upsampling_ratios") if _int_list(v := values.get(k))), None)
-    if low in ("num_filters", "n_filters") and _is_int(value) and stages and value * 2 ** len(stages) > 1024:
+    if low in ("num_filters", "n_filters") and _is_int(value):
         # a conv codec doubles its channels at each of its stages: VibeVoice's six take 32 filters
         # to 2048 channels (130M parameters a tower at the small plan); the last stage at 256
-        return max(1, 256 >> len(stages))
+        stages = next((len(v) for k in ("downsampling_ratios", "upsampling_ratios") if _int_list(v := values.get(k))), 0)
+        if stages and value * 2**stages > 1024:
+            return max(1, 256 >> stages)
     # attention heads
     if _is_int(value) and value > 0:
         kv_like = "key_value_heads" in low or "kv_heads" in low or low in ("num_query_groups", "multi_query_group_num")
@@ -1976,6 +1977,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     config_errors: list[str] = []
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
+    refused_ids: set[tuple[str, str]] = set()  # (plan, head) whose input_ids the model refused by name
     limited: _Choice | None = None
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
     for plan in PLANS:
@@ -2008,8 +2010,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     first = _Choice(plan, task, head, layout, False, tried, built)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
-                if layout == _EMBEDS and not any(t.startswith(f"{plan.name}/{head}/input_ids: ") and "input_ids"
-                                                 in t.split(": ", 1)[1] for t in tried):
+                if layout == _EMBEDS and (plan.name, head) not in refused_ids:
                     continue  # embeddings only where the ids were refused: they skip the model's own table
                 why = _probe(model, inputs)
                 fixes = _repair(cfg, why) if why is not None else ()
@@ -2076,6 +2077,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
                 failures.add(why)
+                if layout == "input_ids" and "input_ids" in why:
+                    refused_ids.add((plan.name, head))
                 if any(k in why for k in _SIZE_INDEPENDENT):
                     # a branch on values fails in every head that runs the same tower
                     hopeless.add(("*" if "ata-dependent" in why or "DataDependent" in why else head, layout))

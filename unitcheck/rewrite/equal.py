@@ -88,12 +88,14 @@ def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, 
     seed): ``[]`` when outputs, gradients and buffers are equal bit for bit. Both models are
     left as they were (modes, gradients, buffers such as batch-norm statistics). A generated
     module that branches on random draws is compared in training mode under ``DRAW_SEEDS``
-    seeds from ``seed``, so that its branches are taken both ways."""
+    seeds from ``seed``, so that its branches are taken both ways. Kernels are deterministic
+    throughout (:func:`deterministic`)."""
     draws = training and bool(getattr(generated, "__unitcheck_draws__", 0))
-    for s in range(seed, seed + DRAW_SEEDS) if draws else (seed,):
-        diffs = _differences(original, generated, example_inputs, training, s)
-        if diffs:
-            return [f"{d} (seed {s})" for d in diffs] if draws else diffs
+    with deterministic():
+        for s in range(seed, seed + DRAW_SEEDS) if draws else (seed,):
+            diffs = _differences(original, generated, example_inputs, training, s)
+            if diffs:
+                return [f"{d} (seed {s})" for d in diffs] if draws else diffs
     return []
 
 
@@ -123,12 +125,6 @@ def deterministic() -> Iterator[None]:
 
 def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool,
                  seed: int) -> list[str]:
-    with deterministic():
-        return _compared(original, generated, example_inputs, training, seed)
-
-
-def _compared(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool,
-              seed: int) -> list[str]:
     args, kwargs = normalise_inputs(example_inputs)
     mode = "train" if training else "eval"
     try:
