@@ -55,7 +55,9 @@ _MOVE_METHODS = method(
 @rule(_MOVE_OPS, _MOVE_FUNCS, _MOVE_METHODS)
 def data_movement(ctx: RuleContext) -> UnitValue:
     """
-    What it does: passes the unit of the moved tensor through views, slices, gathers and copies.
+    What it does: passes the unit of the moved tensor through views, slices, gathers and copies;
+    a row read back from an index write (``y[k] = x`` lowers to ``where(arange == k, x, y)``) has
+    the unit of the operand that row comes from whole.
     Why it matters: rearranging elements commutes with a uniform rescaling.
     Example: ``q.view(B, T, nh, hs).transpose(1, 2)`` keeps u(q).
     Fix: none; these ops cannot violate.
