@@ -312,6 +312,21 @@ def _module_casts_kept() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _data_as_detach() -> Iterator[None]:
+    """``weight.data.clamp_(...)`` in ``forward`` (Gemma 3n clips its AltUp coefficients in
+    training mode): ``.data`` makes an alias autograd does not see, which export lifts as a fake
+    constant ("We found a fake tensor in the exported program constant's list"). In a capture it
+    is ``detach()``, the same alias made by an op, so the in-place update reaches the parameter:
+    lowering makes it a parameter mutation, which generated code writes back."""
+    original = torch.Tensor.data
+    torch.Tensor.data = property(lambda self: self.detach(), original.__set__)  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.data = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _mode(model: nn.Module, training: bool) -> Iterator[None]:
     """Every submodule in one mode for the capture (eval unless asked), restored afterwards."""
     flags = {m: m.training for m in model.modules()}
@@ -912,7 +927,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
-            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected():
+            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected(), _data_as_detach():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
             spec.keep_draws = keep

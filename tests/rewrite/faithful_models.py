@@ -151,6 +151,22 @@ class ClampsItsWeight(nn.Module):
         return self.lin(x)
 
 
+class ClipsItsWeightData(nn.Module):
+    """Gemma 3n clips its AltUp coefficients through ``weight.data`` in training mode, then
+    computes with the weight: export lifted ``.data`` as a fake constant and failed, and the
+    update must reach the parameter before the layer reads it, gradients and all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.lin.weight.data.clamp_(-0.1, 0.1)
+        return self.out(torch.relu(self.lin(x))).sum()
+
+
 class RoundThrough(torch.autograd.Function):
     """Rounding with a straight-through backward (quantisation-aware training): autograd of the
     traced forward would give zero gradients."""

@@ -27,6 +27,7 @@ from .faithful_models import (
     ClampsItsInput,
     ClampsItsWeight,
     ClampsNonFinite,
+    ClipsItsWeightData,
     ConvNorm,
     CustomOp,
     DeadDropout,
@@ -221,6 +222,26 @@ def test_a_parameter_updated_in_place_is_written_back_not_returned() -> None:
     assert isinstance(out, torch.Tensor) and out.shape == (3, 4)
     assert float(generated.lin.weight.abs().max()) <= float(torch.tensor(0.1))
     assert torch.equal(out, x @ generated.lin.weight.T + generated.lin.bias)
+
+
+def test_a_weight_clipped_through_data_is_clipped_before_the_layer_reads_it() -> None:
+    """``weight.data.clamp_()`` in training mode: the capture is an export (no fallback), the
+    generated training graph writes the clipped weight back where it computes it, and the layer
+    then reads the parameter, so its gradient is the layer's (not None, not masked)."""
+    torch.manual_seed(0)
+    model, x = ClipsItsWeightData(), torch.randn(3, 4)
+    assert trace(model, (x,), training=True).method == "export"
+    res = rewrite(model, (x,), to="identity")
+    train = res.source[res.source.index("def _forward_train"):]
+    assert train.index("update_buffer(") < train.index("linear.default(x")
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+    generated = res.module.train()
+    with torch.no_grad():
+        generated.lin.weight.fill_(1.0)
+    generated(x).backward()
+    assert float(generated.lin.weight.abs().max()) == pytest.approx(0.1)
+    assert generated.lin.weight.grad is not None and bool((generated.lin.weight.grad != 0).any())
 
 
 def test_generated_code_imports_the_module_that_registers_a_custom_op(tmp_path: Path) -> None:

@@ -173,8 +173,11 @@ def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], trace
     user = []
     inputs = {n.name: env[n] for n in traced.graph.nodes if n.op == "placeholder" and n in env} \
         if traced.input_mutations else {}
+    params = {name for name, _ in traced.model.named_parameters(remove_duplicate=False)}
     for i, value in enumerate(flat):
-        if i in traced.mutations:
+        if i in traced.mutations and traced.mutations[i] in params and env[value].users:
+            _written_back_where_computed(graph, traced.mutations[i], env[value])
+        elif i in traced.mutations:
             graph.call_function(update_buffer, (graph.get_attr(traced.mutations[i]), env[value]))
         elif traced.input_mutations.get(i) in inputs:  # the caller's tensor, updated in place as eager does
             graph.call_function(update_buffer, (inputs[traced.input_mutations[i]], env[value]))
@@ -187,6 +190,22 @@ def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], trace
         graph.output(tuple(user[i] for i in declared_order(spec)))
     else:
         graph.output(tuple(user))
+
+
+def _written_back_where_computed(graph: fx.Graph, target: str, value: fx.Node) -> None:
+    """A parameter updated outside autograd and read after the update (Gemma 3n's
+    ``weight.data.clamp_()`` in training mode): eager's later ops read the parameter itself, and
+    gradients reach it there. So the update is written where it is computed, and what read the
+    new value reads the parameter."""
+    users = list(value.users)
+    with graph.inserting_after(value):
+        written = graph.get_attr(target)
+    with graph.inserting_after(written):
+        update = graph.call_function(update_buffer, (written, value))
+    with graph.inserting_after(update):
+        read = graph.get_attr(target)
+    for user in users:
+        user.replace_input_with(value, read)
 
 
 def _plain(spec: Any) -> bool:
