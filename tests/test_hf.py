@@ -1002,3 +1002,42 @@ def test_keypoint_matchers_are_built_with_few_points_and_iterations() -> None:
     cfg = make_config("superglue")
     assert cfg.sinkhorn_iterations == 10 and cfg.keypoint_detector_config.max_keypoints == 64
     assert make_config("superpoint").max_keypoints == 64
+
+
+@needs_hf
+def test_a_model_without_forward_that_encodes_is_checked_through_its_encode() -> None:
+    """Emu3's, Chameleon's and GLM-Image's VQ-VAEs define ``encode`` and ``decode`` but no
+    ``forward``: every probe failed ("unsupported operator" or "unexpected keyword argument") and
+    the four such types in the zoo did not trace. Their forward is now their ``encode``, under the
+    model's own class name and parameter names."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("chameleon_vqgan", device="meta", info=info)
+    assert type(model).__name__ == "ChameleonVQVAE" and info[0].probed
+    assert type(model).forward is type(model).encode and "pixel_values" in inputs
+    assert all(not k.startswith("model.") for k, _ in model.named_parameters())
+
+
+@needs_hf
+def test_image_sizes_are_each_images_height_and_width() -> None:
+    """Emu3's VQ-VAE crops each image to ``int(size[0] / factor)``: ``image_sizes`` made from
+    its name as features (2, 16, 1024) failed there; it is one (height, width) row per image."""
+    from unitcheck.hf import build
+
+    _, inputs = build("emu3_vqgan", device="meta")
+    h, w = inputs["pixel_values"].shape[-2:]
+    assert inputs["image_sizes"].tolist() == [[h, w]] * inputs["pixel_values"].shape[0]
+
+
+def test_a_sequence_a_conv_reads_as_one_unbatched_image_becomes_feature_maps() -> None:
+    """A (batch, sequence, width) input given to a 2-D conv is read as one unbatched image
+    (``expected input[1, 2, 16, 64] to have 48 channels``): GLM-Image's VQ-VAE encodes (batch,
+    48, h, w) latents."""
+    from unitcheck.hf import _reshaped
+
+    inputs = {"hidden_states": torch.zeros(2, 16, 64)}
+    why = ("Given groups=1, weight of size [64, 48, 1, 1], expected input[1, 2, 16, 64] to have 48 channels, "
+           "but got 2 channels instead")
+    assert _reshaped(why, inputs) == [("hidden_states", (2, 48, 16, 64))]
+    assert _reshaped(why.replace("[1, 2, 16, 64]", "[1, 2, 16, 60]"), inputs) == []  # another tensor's

@@ -1181,11 +1181,22 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = ids.clone()
         elif "length" in name:
             inputs[name] = _full_lengths(name, inputs, cfg, batch, seq)
+        elif (shown := _image_sizes(name, inputs, batch)) is not None:
+            inputs[name] = shown
         elif "mel" in name:
             mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
             inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
+
+
+def _image_sizes(name: str, inputs: Mapping[str, Any], batch: int) -> torch.Tensor | None:
+    """``image_sizes``: each image's (height, width), as image processors return them, read
+    from the images the inputs hold; None for any other name or without images."""
+    images = inputs.get("pixel_values")
+    if name != "image_sizes" or not isinstance(images, torch.Tensor) or images.dim() < 4:
+        return None
+    return torch.tensor([list(images.shape[-2:])] * batch, dtype=torch.long)
 
 
 def _main_slot(model: nn.Module, main: str, params: set[str], required: set[str]) -> str | None:
@@ -1575,6 +1586,8 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         elif low == "image_attention_mask" and isinstance(images := inputs.get("pixel_values"), torch.Tensor) \
                 and images.dim() == 5:  # IDEFICS: which of each example's images every text position sees
             out[name] = torch.ones(batch, n, images.shape[1], dtype=torch.long)
+        elif (shown := _image_sizes(name, inputs, batch)) is not None:
+            out[name] = shown
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
@@ -1700,6 +1713,11 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     if m:
         shape, want = tuple(int(x) for x in m.group(1).split(",")), int(m.group(2))
         for name, v in floats.items():
+            if v.dim() == 3 and shape == (1, *v.shape):
+                # (batch, sequence, width) read by a 2-D conv as one unbatched (channels, height,
+                # width) image: a batch of feature maps with that many channels (a VQ-VAE's latents)
+                out.append((name, (int(v.shape[0]), want, *(int(d) for d in v.shape[1:]))))
+                continue
             if len(shape) < 3 or v.dim() != len(shape) or tuple(v.shape[:-1]) != shape[:-1]:
                 continue
             if v.shape[-1] != shape[-1] and not 0 < shape[-1] - v.shape[-1] <= 16:
@@ -1943,8 +1961,26 @@ def _for_class(cls: type, cfg: Any) -> Any:
     return next((sub for _, sub in _paths(cfg) if isinstance(sub, wanted)), cfg)
 
 
+_ENCODERS: dict[type, type] = {}
+
+
+def _entry_class(cls: type) -> type:
+    """``cls``, or for a model class without ``forward`` that encodes (a VQ-VAE tokenizer with
+    only ``encode`` and ``decode``) the same class whose ``forward`` is its ``encode``: what a user
+    of the model calls, and a call the checks can run. The subclass keeps the name, so reports
+    and state-dict keys are the model's."""
+    forward = getattr(cls, "forward", None)
+    if getattr(forward, "__name__", "") != "_forward_unimplemented" or not callable(getattr(cls, "encode", None)):
+        return cls
+    if cls not in _ENCODERS:
+        model_cls: Any = cls
+        _ENCODERS[cls] = type(cls.__name__, (cls,), {"forward": model_cls.encode, "__module__": cls.__module__,
+                                                     "__qualname__": cls.__qualname__})
+    return _ENCODERS[cls]
+
+
 def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
-    cls = getattr(tf, head)
+    cls = _entry_class(getattr(tf, head))
     cfg = _for_class(cls, cfg)
     model: nn.Module = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
     meta = torch.empty(0).device.type == "meta"  # built under torch.device("meta")
