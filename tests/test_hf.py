@@ -1041,3 +1041,17 @@ def test_a_sequence_a_conv_reads_as_one_unbatched_image_becomes_feature_maps() -
            "but got 2 channels instead")
     assert _reshaped(why, inputs) == [("hidden_states", (2, 48, 16, 64))]
     assert _reshaped(why.replace("[1, 2, 16, 64]", "[1, 2, 16, 60]"), inputs) == []  # another tensor's
+
+
+@needs_hf
+def test_a_wrappers_main_input_holds_what_its_encoder_takes() -> None:
+    """A speech encoder-decoder calls its waveform ``inputs``, a name that says nothing: made
+    from its name as (batch, sequence, width) features, wav2vec2's feature encoder refused it and
+    the type did not trace. It is what the encoder takes, a waveform, under the wrapper's name."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("speech-encoder-decoder", device="meta", info=info)
+    assert info[0].probed and info[0].layout == "input_values"
+    assert model.encoder.main_input_name == "input_values" and inputs["inputs"].dim() == 2
+    assert "input_values" not in inputs

@@ -987,12 +987,11 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     """Candidate keyword inputs for the model, most faithful first (``only``: the one named so)."""
     g = torch.Generator().manual_seed(seed)
     params = _forward_params(model)
-    main = getattr(model, "main_input_name", "input_ids")
-    main = main[0] if isinstance(main, (list, tuple)) else main
+    named = _main_name(model)
+    main = _encoder_kind(model, named)
     ids = _token_ids(cfg, batch, seq, g)
     layouts: list[tuple[str, dict[str, Any]]] = []
-    if main == "input_ids" or main not in ("pixel_values", "input_values", "input_features", "pixel_values_videos",
-                                           "past_values"):
+    if main == "input_ids" or main not in _KINDS:
         base = {"input_ids": ids} if "input_ids" in params else {}
         if "pixel_values" in params:
             image: dict[str, Any] = {"pixel_values": _image(cfg, batch, g)}
@@ -1072,7 +1071,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
-    slot = _main_slot(model, main, params, required)
+    slot = named if main != named else _main_slot(model, main, params, required)
     for name, inputs in layouts:
         if slot is not None and main in inputs:
             inputs[slot] = inputs.pop(main)
@@ -1083,6 +1082,25 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
     return filled if only is None else [(n, i) for n, i in filled if n == only] or filled
+
+
+# main inputs whose name says what they hold (any other is made from its name)
+_KINDS = ("input_ids", "pixel_values", "input_values", "input_features", "pixel_values_videos", "past_values")
+
+
+def _main_name(model: nn.Module) -> str:
+    main = getattr(model, "main_input_name", "input_ids")
+    return str(main[0] if isinstance(main, (list, tuple)) else main)
+
+
+def _encoder_kind(model: nn.Module, main: str) -> str:
+    """What a wrapper's main input holds where its name does not say (a speech encoder-decoder
+    calls its waveform ``inputs``): what its encoder takes (wav2vec2's ``input_values``)."""
+    encoder = getattr(model, "encoder", None)
+    if main in _KINDS or not isinstance(encoder, nn.Module):
+        return main
+    kind = _main_name(encoder)
+    return kind if kind in _KINDS and kind != "input_ids" else main
 
 
 def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
