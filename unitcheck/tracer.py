@@ -318,12 +318,12 @@ def _data_as_detach() -> Iterator[None]:
     constant ("We found a fake tensor in the exported program constant's list"). In a capture it
     is ``detach()``, the same alias made by an op, so the in-place update reaches the parameter:
     lowering makes it a parameter mutation, which generated code writes back."""
-    original: Any = torch.Tensor.data  # the C descriptor (mypy sees the tensor it returns)
+    original: Any = torch.Tensor.data  # the C descriptor torch.Tensor inherits (mypy sees a tensor)
     torch.Tensor.data = property(lambda self: self.detach(), original.__set__)  # type: ignore[assignment,method-assign]
     try:
         yield
     finally:
-        torch.Tensor.data = original  # type: ignore[method-assign]
+        del torch.Tensor.data  # inherited again, as before
 
 
 @contextlib.contextmanager

@@ -173,12 +173,13 @@ def _output(graph: fx.Graph, output: fx.Node, env: dict[fx.Node, fx.Node], trace
     user = []
     inputs = {n.name: env[n] for n in traced.graph.nodes if n.op == "placeholder" and n in env} \
         if traced.input_mutations else {}
-    params = {name for name, _ in traced.model.named_parameters(remove_duplicate=False)}
+    params = {name for name, _ in traced.model.named_parameters(remove_duplicate=False)} if traced.mutations else set()
     for i, value in enumerate(flat):
-        if i in traced.mutations and traced.mutations[i] in params and env[value].users:
-            _written_back_where_computed(graph, traced.mutations[i], env[value])
-        elif i in traced.mutations:
-            graph.call_function(update_buffer, (graph.get_attr(traced.mutations[i]), env[value]))
+        if i in traced.mutations:
+            if traced.mutations[i] in params and env[value].users:
+                _written_back_where_computed(graph, traced.mutations[i], env[value])
+            else:
+                graph.call_function(update_buffer, (graph.get_attr(traced.mutations[i]), env[value]))
         elif traced.input_mutations.get(i) in inputs:  # the caller's tensor, updated in place as eager does
             graph.call_function(update_buffer, (inputs[traced.input_mutations[i]], env[value]))
         else:
@@ -199,13 +200,11 @@ def _written_back_where_computed(graph: fx.Graph, target: str, value: fx.Node) -
     new value reads the parameter."""
     users = list(value.users)
     with graph.inserting_after(value):
-        written = graph.get_attr(target)
-    with graph.inserting_after(written):
-        update = graph.call_function(update_buffer, (written, value))
-    with graph.inserting_after(update):
-        read = graph.get_attr(target)
-    for user in users:
-        user.replace_input_with(value, read)
+        param = graph.get_attr(target)
+    with graph.inserting_after(param):
+        graph.call_function(update_buffer, (param, value))
+    for user in users:  # all after the update, which follows the value
+        user.replace_input_with(value, param)
 
 
 def _plain(spec: Any) -> bool:
