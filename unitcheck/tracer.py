@@ -666,6 +666,19 @@ def _explain_finite_asserts(graph: fx.Graph) -> None:
                 todo += a.all_input_nodes
 
 
+# node.meta: the symbols an op bound that real-tensor propagation then fixed to a constant
+_LOST_BINDINGS = "unitcheck_lost_unbacked"
+# ops that read their second argument's shape only
+_SHAPE_OF_SECOND = frozenset({"expand_as", "view_as", "reshape_as"})
+# ops whose symbolic sizes (the count of a mask) are read from their index or mask argument
+# (args[1]), not from the values
+_SIZED_BY_INDEX = frozenset({"index", "masked_select", "masked_scatter", "_unsafe_index"})
+
+
+def _index_nodes(n: fx.Node) -> list[fx.Node]:
+    return [a for a in pytree.tree_leaves(n.args[1:2]) if isinstance(a, fx.Node)]
+
+
 @dataclass
 class _Specialisation:
     """What export with real values decided: the guarded expressions, and for every value read
@@ -705,10 +718,14 @@ class _Specialisation:
             elif n.op == "call_function" and name in _SHAPE_ONLY:
                 tainted[n], reads[n] = False, frozenset()
             else:
-                tainted[n] = drawn[n] or any(tainted.get(a, False) for a in n.all_input_nodes)
+                shape_of = n.args[1:2] if name in _SHAPE_OF_SECOND else ()  # expand_as(x, other): other's shape
+                tainted[n] = drawn[n] or any(tainted.get(a, False) for a in n.all_input_nodes if a not in shape_of)
             self.placeholders = position
-            for sym in n.meta.get("unbacked_bindings") or {}:
-                self.origin.setdefault(sym, (tainted[n], str(n.meta.get("stack_trace") or "")))
+            # the sizes it binds: a masked selection's count is the mask's, its values are the values'
+            sized = drawn[n] or any(tainted.get(a, False) for a in _index_nodes(n)) if name in _SIZED_BY_INDEX \
+                else tainted[n]
+            for sym in [*(n.meta.get("unbacked_bindings") or {}), *n.meta.get(_LOST_BINDINGS, ())]:
+                self.origin.setdefault(sym, (sized, str(n.meta.get("stack_trace") or "")))
                 self.reads.setdefault(sym, reads[n])
                 if drawn[n]:
                     self.drawn.add(sym)
@@ -749,6 +766,8 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
     failing; ``overrides`` replaces the real values read at the lines it names ("file:line").
     Yields what was decided, for :func:`_check_specialised`."""
     import torch._functorch.config as functorch_config
+    import torch.fx.experimental._config as fx_config
+    import torch.fx.experimental.proxy_tensor as proxy_tensor
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     spec = _Specialisation()
@@ -770,17 +789,32 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
         spec.scan(self)
         return dce_original(self, *args, **kwargs)
 
+    def bindings(out: Any, out_proxy: Any) -> None:
+        # a size read from real values (a boolean mask's count, once a stride check compared it
+        # with a constant) leaves the output without its symbol: the node keeps the symbol's name
+        fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+        pending = set(fake.shape_env.pending_fresh_unbacked_symbols) if fake and fake.shape_env else set()
+        bindings_original(out, out_proxy)
+        if pending and isinstance(out_proxy, fx.Proxy):
+            lost = pending - set(out_proxy.node.meta.get("unbacked_bindings") or {})
+            if lost:
+                out_proxy.node.meta[_LOST_BINDINGS] = lost
+
     ShapeEnv._log_real_tensor_propagation = record  # type: ignore[method-assign]
     ShapeEnv.set_real_tensor_prop_unbacked_vals = bind  # type: ignore[method-assign]
     fx.Graph.eliminate_dead_code = dce  # type: ignore[method-assign]
+    bindings_original = proxy_tensor._set_unbacked_bindings
+    proxy_tensor._set_unbacked_bindings = bindings
     try:
         with functorch_config.patch(fake_tensor_propagate_real_tensors=True,
-                                    generate_fake_kernels_from_real_mismatches=True):
+                                    generate_fake_kernels_from_real_mismatches=True), \
+                fx_config.patch(soft_pending_unbacked_not_found_error=True):  # type: ignore[attr-defined]
             yield spec
     finally:
         ShapeEnv._log_real_tensor_propagation = log_original  # type: ignore[method-assign]
         ShapeEnv.set_real_tensor_prop_unbacked_vals = bind_original  # type: ignore[method-assign]
         fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
+        proxy_tensor._set_unbacked_bindings = bindings_original
 
 
 class _Misdecided(Exception):

@@ -726,3 +726,27 @@ class RelativeTable(nn.Module):
         coords = torch.arange(n)
         rel = self.table[coords[:, None] - coords[None, :] + (n - 1)]  # (n, n, C)
         return torch.einsum("bhwc,hkc->bhwk", self.lin(x), rel)
+
+
+class SelectsFrames(nn.Module):
+    """OmniASR's audio path: LayerDrop in training (so the capture reads real values), the frames
+    an integer mask keeps (``h[mask.bool()]``), and a check that as many positions of a float
+    stream are marked (``x[mask.unsqueeze(-1).expand_as(x)]``: the stream gives the shape only)."""
+
+    def __init__(self, layerdrop: float = 0.5, by_values: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.layerdrop = layerdrop
+        self.by_values = by_values  # a branch on the kept frames' values besides
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            if self.training and torch.rand([]) < self.layerdrop:
+                continue
+            x = x + layer(x)
+        kept = x[mask.bool()]
+        if self.by_values and kept.sum() > 0:
+            kept = -kept
+        if x[mask.bool().unsqueeze(-1).expand_as(x)].numel() != kept.numel():
+            raise ValueError("frames and mask do not match")
+        return kept.sum(0)

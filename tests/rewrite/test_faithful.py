@@ -19,7 +19,7 @@ from unitcheck.rewrite.api import rewrite
 from unitcheck.rewrite.equal import differences
 from unitcheck.runtime import layer_drop
 from unitcheck.testing import same_computation
-from unitcheck.tracer import trace
+from unitcheck.tracer import TraceError, trace
 
 from .faithful_models import (
     ROUNDING_KERNELS,
@@ -53,6 +53,7 @@ from .faithful_models import (
     RescalesOnce,
     ScaledByArgument,
     ScaledWhenLong,
+    SelectsFrames,
     ShiftFromSize,
     StraightThrough,
     SwitchesOnce,
@@ -559,7 +560,7 @@ def test_numpy_draws_of_a_library_function_and_a_layer_drop_are_drawn_by_generat
 def test_a_host_draw_the_graph_does_not_use_still_regenerates() -> None:
     """MusicGen draws from Python's generator on every call for a layer drop of 0: captured again
     one draw further on, the graph is the same, so the model regenerates, equal to the original."""
-    from unitcheck.tracer import trace
+    from unitcheck.tracer import TraceError, trace
 
     model, x = UnusedHostDraw(), torch.randn(2, 6, 8)
     assert trace(model, (x,), training=True).host_draws == ["random"]
@@ -574,7 +575,7 @@ def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:
     their residual adds were not seen as residual, and 15 of hrm_text's 39 were left raw by the
     GCT rewrite (6 UC101 after it)."""
     from unitcheck.fxutil import module_path
-    from unitcheck.tracer import trace
+    from unitcheck.tracer import TraceError, trace
 
     model, x = NoGradCycles(), torch.randn(2, 5, 8)
     g = trace(model, (x,), dynamic=True)
@@ -635,3 +636,20 @@ def test_a_grouped_product_regenerates_and_runs_in_float64() -> None:
     generated = copy.deepcopy(res.module).double()
     assert torch.allclose(generated(x64), want, rtol=1e-12, atol=1e-12)
     assert trace(generated, (x64,), dynamic=True).method == "export"  # as `units DIR --verify` captures it
+
+
+def test_frames_kept_by_an_integer_mask_regenerate_beside_a_layer_drop() -> None:
+    """A layer drop sends the training capture through real values, where a boolean mask's
+    count, once compared with a constant by torch's own stride check, lost its symbol ("Pending
+    unbacked symbols ... not in returned outputs"); and a mask expanded to a float stream's shape
+    counted as read from float data. OmniASR did not regenerate. The count is the mask's, an
+    integer input's, and the example's value decides it."""
+    torch.manual_seed(0)
+    model = SelectsFrames()
+    inputs = (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))
+    res = rewrite(model, inputs, to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, inputs, training) == [], training
+    assert res.module(*inputs).shape == (8,)
+    with pytest.raises(TraceError, match="data-dependent branch"):  # the frames' values are still the stream's
+        rewrite(SelectsFrames(by_values=True), inputs, to="identity")
