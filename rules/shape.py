@@ -6,17 +6,14 @@ import builtins
 import operator
 
 import torch
-import torch.fx as fx
 
-from unitcheck.fxutil import integer_cast
+from unitcheck.fxutil import integer_cast, row_of_index_write
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, Index, UnitValue
 
 from ._util import first, funcs, nonlinear, ops
-
-aten = torch.ops.aten
 
 _MOVE_OPS = ops(
     "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select",
@@ -62,44 +59,13 @@ def data_movement(ctx: RuleContext) -> UnitValue:
     Example: ``q.view(B, T, nh, hs).transpose(1, 2)`` keeps u(q).
     Fix: none; these ops cannot violate.
     """
-    written = _row_of_a_write(ctx) if ctx.op == "select" else None
+    written = row_of_index_write(ctx.node) if ctx.op == "select" else None
     v = first(ctx) if written is None else ctx.u(written)
     if isinstance(v, Index):
         # a float result from integer data (e.g. .float() on positions) is a dimensionless number
         return DIMENSIONLESS if _float_out(ctx) else INDEX
     return v
 
-
-def _row_of_a_write(ctx: RuleContext) -> fx.Node | None:
-    """``select(where(arange == k, x, y), dim, j)`` is how ``y[k] = x`` lowers, read back at row j:
-    the row comes whole from ``x`` (j == k) or from ``y`` (j != k), so it has that operand's unit,
-    not the mix of both (a row of the zero buffer SuperPoint pads its scores into, beside a row
-    written with another unit). None where the select is not of that pattern."""
-    src, dim, j = (ctx.args + (None, None, None))[:3]
-    if not (isinstance(src, fx.Node) and src.target is aten.where.self and isinstance(dim, int)
-            and isinstance(j, int) and j >= 0):
-        return None
-    cond, x, y = src.args[:3]
-    if not (isinstance(cond, fx.Node) and cond.target is aten.eq.Scalar and isinstance(cond.args[1], int)):
-        return None
-    rows = cond.args[0]
-    if not (isinstance(rows, fx.Node) and rows.target in (aten.view.default, aten.reshape.default)):
-        return None
-    steps, shape = rows.args[0], rows.args[1]
-    if not isinstance(shape, (list, tuple)):
-        return None
-    rank = len(shape)
-    out = src.meta.get("val")
-    if not (isinstance(steps, fx.Node) and isinstance(out, torch.Tensor) and out.dim() >= rank
-            and steps.target in (aten.arange.default, aten.arange.start_step, aten.arange.start)):
-        return None
-    start = steps.args[0] if steps.target is not aten.arange.default and len(steps.args) > 1 else 0
-    step = steps.args[2] if steps.target is aten.arange.start_step and len(steps.args) > 2 else 1
-    axis = dim - (out.dim() - rank)  # the view is aligned with the where's last dims
-    if start != 0 or step != 1 or not 0 <= axis < rank or any(s != 1 for i, s in enumerate(shape) if i != axis):
-        return None
-    branch = x if j == cond.args[1] else y
-    return branch if isinstance(branch, fx.Node) else None
 
 
 @rule(ops("_to_copy", "to", "_to_dtype", "type_as", "_autocast_to_reduced_precision",

@@ -17,6 +17,8 @@ from torch.utils import _pytree as pytree
 
 from .diagnostics import Location
 
+_aten = torch.ops.aten
+
 __all__ = [
     "ROOT", "ancestors", "generated_module_paths", "restore_module_paths", "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
     "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value",
@@ -234,3 +236,38 @@ def ancestors(nodes: Iterable[fx.Node], inputs: Callable[[fx.Node], Iterable[fx.
                 seen.add(p)
                 stack.append(p)
     return seen
+
+
+def row_of_index_write(node: fx.Node) -> fx.Node | None:
+    """``select(where(arange == k, x, y), dim, j)`` is how ``y[k] = x`` lowers, read back at row j:
+    the row comes whole from ``x`` (j == k) or from ``y`` (j != k), so it has that operand's unit,
+    not the mix of both (a row of the zero buffer SuperPoint pads its scores into, beside a row
+    written with another unit). None where the select is not of that pattern. The unit rule and
+    the local oracle read the pattern alike: the oracle rescales the where's operands, not the mix."""
+    if node.target is not _aten.select.int:
+        return None
+    src, dim, j = (tuple(node.args) + (None, None, None))[:3]
+    if not (isinstance(src, fx.Node) and src.target is _aten.where.self and isinstance(dim, int)
+            and isinstance(j, int) and j >= 0):
+        return None
+    cond, x, y = src.args[:3]
+    if not (isinstance(cond, fx.Node) and cond.target is _aten.eq.Scalar and isinstance(cond.args[1], int)):
+        return None
+    rows = cond.args[0]
+    if not (isinstance(rows, fx.Node) and rows.target in (_aten.view.default, _aten.reshape.default)):
+        return None
+    steps, shape = rows.args[0], rows.args[1]
+    if not isinstance(shape, (list, tuple)):
+        return None
+    rank = len(shape)
+    out = src.meta.get("val")
+    if not (isinstance(steps, fx.Node) and isinstance(out, torch.Tensor) and out.dim() >= rank
+            and steps.target in (_aten.arange.default, _aten.arange.start_step, _aten.arange.start)):
+        return None
+    start = steps.args[0] if steps.target is not _aten.arange.default and len(steps.args) > 1 else 0
+    step = steps.args[2] if steps.target is _aten.arange.start_step and len(steps.args) > 2 else 1
+    axis = dim - (out.dim() - rank)  # the view is aligned with the where's last dims
+    if start != 0 or step != 1 or not 0 <= axis < rank or any(s != 1 for i, s in enumerate(shape) if i != axis):
+        return None
+    branch = x if j == cond.args[1] else y
+    return branch if isinstance(branch, fx.Node) else None

@@ -337,3 +337,24 @@ class RowsWritten(nn.Module):  # UC101 where rows of two scales share a buffer, 
 def _uc101_rows() -> tuple[nn.Module, Any]:
     torch.manual_seed(0)  # rows of 1 and 5 positive entries: the second fills its row
     return RowsWritten(), torch.randn(2, 8, generator=_g())
+
+
+class RowsReadBack(nn.Module):  # UC101 where one row is replaced; the rows read back are whole
+    """A row of one scale written into a table of another (``out[1] = b[1]``, how a chunked
+    linear attention's loop fills its matrix row by row) and the rows read back: each has the
+    unit of the operand it came from, which the oracle measures by rescaling the two operands of
+    the write, not its mix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 6), nn.Linear(8, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.a(x).clone()
+        out[1] = self.b(x)[1]
+        return out[0] + out[2], out[1]
+
+
+@fixture("uc101_rows_read_back")
+def _uc101_rows_read_back() -> tuple[nn.Module, Any]:
+    return RowsReadBack(), torch.randn(4, 8, generator=_g())

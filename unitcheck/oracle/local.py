@@ -16,7 +16,7 @@ import torch.fx as fx
 from torch.fx.node import map_arg
 from torch.utils import _pytree as pytree
 
-from ..fxutil import base_name, float_tensors, op_name
+from ..fxutil import base_name, float_tensors, op_name, row_of_index_write
 from ..record import record, unit_of
 from ..unitgraph import UnitGraph
 from ..units import Unit
@@ -46,8 +46,16 @@ def run_alone(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | N
     ``floors`` rescales only the node's floors (its inputs as recorded)."""
     def value(n: fx.Node) -> Any:
         v = env[n]
-        v = scale(v, unit_of(n), g) if g is not None else v
+        if g is not None and n is through:  # a row of an index write: its operands rescaled, not the mix
+            v = call_node(ug.traced.gm, n, *map_arg((tuple(n.args), dict(n.kwargs)), scaled), high=True)
+        elif g is not None:
+            v = scale(v, unit_of(n), g)
         return convert(v) if convert is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
+
+    def scaled(n: fx.Node) -> Any:
+        return scale(env[n], unit_of(n), g) if g is not None else env[n]
+
+    through = node.args[0] if row_of_index_write(node) is not None else None
 
     args = map_arg(node.args, value)
     kwargs = map_arg(node.kwargs, value)
