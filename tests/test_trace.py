@@ -226,8 +226,11 @@ def test_branch_on_an_activation_is_captured_by_a_recorded_run_and_said_so() -> 
     loc = location(lin)
     assert loc is not None and loc.file.endswith("cli_models.py") and "self.fc(x)" in loc.code
     assert next(model.parameters()).device.type == "cpu" and "forward" not in model.__dict__
-    with pytest.raises(TraceError, match="data-dependent branch"):
+    with pytest.raises(TraceError, match="data-dependent branch") as err:
         trace(model, x, dynamic=True)
+    # the reason names the value that decided, not only the branch export could not follow
+    assert "with real values, a branch on a value computed from weights or float data" in str(err.value)
+    assert "cli_models.py:31" in str(err.value).split("; with real values")[1]
 
 
 class _SwitchMoE(nn.Module):

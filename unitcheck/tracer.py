@@ -1496,5 +1496,18 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
                          f"{run_construct}{run_at} (export stopped earlier at a {construct}{where})",
                          run_loc or loc) from real_run[0]
     raise TraceError(
-        f"cannot trace {type(model).__name__}: {construct}{where} ({tried} failed)", loc
+        f"cannot trace {type(model).__name__}: {construct}{where} ({tried} failed{_real_values_why(errors)})", loc
     ) from errors[0][1]
+
+
+def _real_values_why(errors: list[tuple[str, BaseException]]) -> str:
+    """Why export with real values failed, where that says more than the first failure does: the
+    first names the branch export could not follow, this the value that decided it (an activation,
+    not an input's metadata) or what broke after it."""
+    err = next((e for name, e in errors if name == "torch.export with real values"), None)
+    if isinstance(err, _ValueSpecialised):
+        return f"; with real values, {err}"
+    if err is None or _data_dependent(err):
+        return ""
+    construct, loc = _describe_failure(err)
+    return f"; with real values, {construct}" + (f" at {loc.file}:{loc.line}" if loc else "")
