@@ -29,6 +29,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import sys
 import time
 import traceback
@@ -51,7 +52,9 @@ TASKS_PER_WORKER = 20  # a fresh worker process now and then keeps memory from c
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
+    """One line of at most ``limit`` characters; installed libraries' files are named from their
+    package (``transformers/models/...``), not from whichever environment ran the sweep."""
+    return re.sub(r"\S*/site-packages/", "", " ".join(str(text).split()))[:limit]
 
 
 def _classify(err: BaseException) -> str:

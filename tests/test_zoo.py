@@ -212,3 +212,14 @@ def test_failed_rewrites_are_grouped_by_why() -> None:
     assert [types for _, types in zoo.failure_kinds(store, "rewrite")] == [["a"], ["e"]]
     page = zoo.render(store)
     assert "| the rewrite leaves violations or refuses a pattern | 1: `e` |" in page
+
+
+def test_reasons_name_library_files_from_their_package_and_fit_one_line() -> None:
+    """A failure's file was named from the environment that ran the sweep
+    (``/work/wt/sweep/.venv/lib/python3.11/site-packages/transformers/...``), which took most of
+    the 300 characters a reason keeps and cut off why export with real values failed."""
+    text = ("TraceError: cannot trace M: data-dependent branch at /x/.venv/lib/python3.11/site-packages/"
+            "transformers/models/dbrx/modeling_dbrx.py:296: for e in hit:\n (with real values, a branch)")
+    assert zoo._one_line(text) == ("TraceError: cannot trace M: data-dependent branch at transformers/models/dbrx/"
+                                   "modeling_dbrx.py:296: for e in hit: (with real values, a branch)")
+    assert len(zoo._one_line("x " * 400)) == 300

@@ -1496,7 +1496,7 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
                          f"{run_construct}{run_at} (export stopped earlier at a {construct}{where})",
                          run_loc or loc) from real_run[0]
     raise TraceError(
-        f"cannot trace {type(model).__name__}: {construct}{where} ({tried} failed{_real_values_why(errors)})", loc
+        f"cannot trace {type(model).__name__}: {construct}{where} ({_real_values_why(errors)}{tried} failed)", loc
     ) from errors[0][1]
 
 
@@ -1506,8 +1506,8 @@ def _real_values_why(errors: list[tuple[str, BaseException]]) -> str:
     not an input's metadata) or what broke after it."""
     err = next((e for name, e in errors if name == "torch.export with real values"), None)
     if isinstance(err, _ValueSpecialised):
-        return f"; with real values, {err}"
+        return f"with real values, {err}; "
     if err is None or _data_dependent(err):
         return ""
     construct, loc = _describe_failure(err)
-    return f"; with real values, {construct}" + (f" at {loc.file}:{loc.line}" if loc else "")
+    return f"with real values, {construct}" + (f" at {loc.file}:{loc.line}" if loc else "") + "; "

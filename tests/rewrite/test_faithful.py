@@ -560,7 +560,7 @@ def test_numpy_draws_of_a_library_function_and_a_layer_drop_are_drawn_by_generat
 def test_a_host_draw_the_graph_does_not_use_still_regenerates() -> None:
     """MusicGen draws from Python's generator on every call for a layer drop of 0: captured again
     one draw further on, the graph is the same, so the model regenerates, equal to the original."""
-    from unitcheck.tracer import TraceError, trace
+    from unitcheck.tracer import trace
 
     model, x = UnusedHostDraw(), torch.randn(2, 6, 8)
     assert trace(model, (x,), training=True).host_draws == ["random"]
@@ -575,7 +575,7 @@ def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:
     their residual adds were not seen as residual, and 15 of hrm_text's 39 were left raw by the
     GCT rewrite (6 UC101 after it)."""
     from unitcheck.fxutil import module_path
-    from unitcheck.tracer import TraceError, trace
+    from unitcheck.tracer import trace
 
     model, x = NoGradCycles(), torch.randn(2, 5, 8)
     g = trace(model, (x,), dynamic=True)
