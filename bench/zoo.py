@@ -590,6 +590,11 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
 # why a rewrite stage did not succeed, from its one-line reason: (kind, pattern), first match wins
 _WHY = (
     ("the model sets its own state on its first call (its next call computes another graph)", "sets its own state"),
+    ("the model branches in Python on values computed from its weights or float inputs (a loop over the "
+     "experts a batch hit, keypoints above a score): a graph holds one path", "computed from weights or float data"),
+    ("the model branches on a random draw that does not decide whether a layer runs", "branch on a random draw"),
+    ("export with real values, which would decide a branch on an input's sizes or masks, fails in torch "
+     "(a fake kernel it cannot infer, a size it cannot solve for)", "with real values, "),
     ("the model branches in Python on tensor values (a loop over the experts a batch hit, a random draw's "
      "path, a check of activations or of an input's values)", "data-dependent branch"),
     ("the capture fails (an operator or a size export cannot follow)", "cannot trace"),

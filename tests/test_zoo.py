@@ -201,12 +201,19 @@ def test_failed_rewrites_are_grouped_by_why() -> None:
         "e": entry({"status": "ok"}, {"status": "fail", "reason": "2 violation(s) left: UC101"}),
         "f": entry({"status": "skipped"}),
         "g": entry({"status": "timeout", "reason": "over the 600 s limit in identity"}),
+        # the capture's reason says what export with real values made of the branch
+        "h": entry({"status": "fail", "reason": loop["reason"] + " (with real values, a branch on a value computed "
+                                                                 "from weights or float data (u0 at m.py:9); ...)"}),
+        "i": entry({"status": "fail", "reason": loop["reason"] + " (with real values, RuntimeError: propagate_real_"
+                                                                 "tensors: we cannot infer a Fake kernel; ...)"}),
     }}
     kinds = zoo.failure_kinds(store, "identity")
-    assert [(k.split(" (")[0], types) for k, types in kinds] == [
+    assert [(k.split(" (")[0].split(":")[0], types) for k, types in kinds] == [
         ("the model branches in Python on tensor values", ["a", "b"]),
+        ("export with real values, which would decide a branch on an input's sizes or masks, fails in torch", ["i"]),
         ("regenerated, but not equal bit for bit", ["d"]),  # equal counts: by name
         ("the capture fails", ["c"]),
+        ("the model branches in Python on values computed from its weights or float inputs", ["h"]),
         ("the stage ran past its time limit", ["g"]),  # not "leaves violations"
     ]
     assert [types for _, types in zoo.failure_kinds(store, "rewrite")] == [["a"], ["e"]]
