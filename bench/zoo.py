@@ -592,7 +592,8 @@ _WHY = (
     ("the model sets its own state on its first call (its next call computes another graph)", "sets its own state"),
     ("the model branches in Python on values computed from its weights or float inputs (a loop over the "
      "experts a batch hit, keypoints above a score): a graph holds one path", "with real values, a branch on a"),
-    ("the model branches on a random draw that does not decide whether a layer runs", "branch on a random draw"),
+    ("the model branches on a random draw that the capture cannot turn into a layer drop (not a uniform draw "
+     "compared with a constant, or its two paths do not align)", "branch on a random draw"),
     ("export with real values, which would decide a branch on an input's sizes or masks, fails in torch "
      "(a fake kernel it cannot infer, a size it cannot solve for)", "with real values, "),
     ("the model branches in Python on tensor values (a loop over the experts a batch hit, a random draw's "
