@@ -617,6 +617,19 @@ def test_a_graph_too_large_for_the_oracle_is_refused_in_one_line(monkeypatch: py
     oracle.verify(ParallelUpdate(), torch.randn(64, 4))
 
 
+def test_a_model_whose_float64_copy_is_too_large_is_refused_before_the_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nemotron-H Omni at its default size holds 2.7 billion parameters: the oracle's float64
+    copy of them (21 GiB) was made before any check, and the kernel killed the process (the zoo's
+    worker died in verify). The copy is refused in one line first; a graph check cannot see it."""
+    monkeypatch.setenv("UNITCHECK_ORACLE_MEMORY_GB", str(6 * 2**20 / 2**30))  # 6 MiB
+    wide = nn.Linear(1024, 1024)  # 8 MiB in float64, its graph's values a few KiB
+    copies: list[nn.Module] = []
+    monkeypatch.setattr(nn.Module, "__deepcopy__", lambda self, memo: copies.append(self), raising=False)
+    with pytest.raises(oracle.OracleError, match="float64 copy of the model's parameters .* about 0.0 GiB"):
+        oracle.verify(wide, torch.randn(2, 1024))
+    assert copies == []
+
+
 class TopQueries(nn.Module):
     """Informer-style ProbSparse attention: a context of mean values, its top-u rows overwritten
     by attention outputs (``context[rows, top] = attn``). The output rows' units differ (a UC101

@@ -75,6 +75,13 @@ def prepare(
                 "the oracle needs real values; this model was built on the meta device "
                 "(static lint only). Build it with real weights to verify."
             )
+    # the copy comes first, and a model of billions of parameters dies there in the kernel's
+    # out-of-memory kill: refuse it in one line instead
+    state = [t for t in (*model.parameters(), *model.buffers()) if t.is_floating_point() or t.is_complex()]
+    why = over_budget(sum(t.numel() for t in state) * 8, "a float64 copy of the model's parameters and buffers would "
+                      "hold", "verify a smaller configuration (fewer layers, a narrower width)")
+    if why is not None:
+        raise OracleError(why)
     model64 = copy.deepcopy(model).to(torch.float64)
     if redraw:
         _redraw(model64, seed)
