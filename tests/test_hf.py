@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -1055,3 +1057,26 @@ def test_a_wrappers_main_input_holds_what_its_encoder_takes() -> None:
     assert info[0].probed and info[0].layout == "input_values"
     assert model.encoder.main_input_name == "input_values" and inputs["inputs"].dim() == 2
     assert "input_values" not in inputs
+
+
+def test_a_sub_config_field_its_parent_requires_equal_takes_the_parents_value() -> None:
+    """Nemotron-H Omni's config requires ``vision_config.video_temporal_patch_size`` to equal its
+    own; the shrink left the vision config's field (declared None) for its class to derive, which
+    it does not, so the small plan was rejected and the type was built at 2.7 billion parameters.
+    The sub-config takes the parent's value; any other rejection is raised as before."""
+    from unitcheck import hf
+
+    class Parent:
+        def __init__(self, vision_config: dict[str, Any], video_temporal_patch_size: int = 2) -> None:
+            if vision_config.get("video_temporal_patch_size") != video_temporal_patch_size:
+                raise ValueError(f"`vision_config.video_temporal_patch_size` "
+                                 f"({vision_config.get('video_temporal_patch_size')}) and "
+                                 f"`video_temporal_patch_size` ({video_temporal_patch_size}) must be equal.")
+            self.vision_config = vision_config
+
+    kwargs: dict[str, Any] = {"vision_config": {"video_temporal_patch_size": None, "hidden_size": 32}}
+    cfg = hf._constructed(Parent, kwargs, SimpleNamespace(video_temporal_patch_size=2))
+    assert cfg.vision_config == {"video_temporal_patch_size": 2, "hidden_size": 32}
+    clash = {"vision_config": {"video_temporal_patch_size": 3}}  # a value of its own: not the shrink's
+    with pytest.raises(ValueError, match="must be equal"):
+        hf._constructed(Parent, clash, SimpleNamespace(video_temporal_patch_size=2))

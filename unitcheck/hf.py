@@ -786,7 +786,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
         _fill_gaps(kwargs, base, model_type)
         _apply_overrides(kwargs, base, overrides or {}, model_type)
         try:
-            cfg = cls(**kwargs)
+            cfg = _constructed(cls, kwargs, base)
             break
         except Exception as err:  # config validators raise their own exception types
             rejected = rejected or err
@@ -795,6 +795,28 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
         raise HFError(f"{model_type}: config rejected ({plan.name} plan): {_short(rejected)}") from None
     _finish_config(cfg)
     return cfg
+
+
+# a parent config's validator that requires a sub-config's field to equal its own
+_MIRRORED = re.compile(r"`(\w+)\.(\w+)` \(None\) and `(\w+)` \([^)]*\) must be equal")
+
+
+def _constructed(cls: type, kwargs: dict[str, Any], base: Any) -> Any:
+    """``cls(**kwargs)``. The shrink leaves a field whose class default is None for the class to
+    derive; where the sub-config's class does not and the parent requires it to equal its own
+    ("`vision_config.video_temporal_patch_size` (None) and `video_temporal_patch_size` (2) must be
+    equal", Nemotron-H Omni), the sub-config takes the parent's value."""
+    for _ in range(8):
+        try:
+            return cls(**kwargs)
+        except Exception as err:
+            m = _MIRRORED.search(str(err))
+            sub = kwargs.get(m.group(1)) if m and m.group(2) == m.group(3) else None
+            value = kwargs.get(m.group(3), _get(base, m.group(3))) if m else None
+            if not isinstance(sub, dict) or sub.get(m.group(2)) is not None or value is None:  # type: ignore[union-attr]
+                raise
+            sub[m.group(2)] = value  # type: ignore[union-attr]
+    return cls(**kwargs)
 
 
 def _complete(c: Any) -> None:
