@@ -811,11 +811,13 @@ def _constructed(cls: type, kwargs: dict[str, Any], base: Any) -> Any:
             return cls(**kwargs)
         except Exception as err:
             m = _MIRRORED.search(str(err))
-            sub = kwargs.get(m.group(1)) if m and m.group(2) == m.group(3) else None
-            value = kwargs.get(m.group(3), _get(base, m.group(3))) if m else None
-            if not isinstance(sub, dict) or sub.get(m.group(2)) is not None or value is None:  # type: ignore[union-attr]
+            if m is None or m.group(2) != m.group(3):
                 raise
-            sub[m.group(2)] = value  # type: ignore[union-attr]
+            sub, field = kwargs.get(m.group(1)), m.group(2)
+            value = kwargs.get(field, _get(base, field))
+            if not isinstance(sub, dict) or sub.get(field) is not None or value is None:
+                raise
+            sub[field] = value
     return cls(**kwargs)
 
 

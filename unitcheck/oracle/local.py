@@ -44,16 +44,15 @@ def run_alone(ug: UnitGraph, node: fx.Node, env: Env, g: Mapping[str, float] | N
               floors: Mapping[str, float] | None = None) -> Any:
     """The node on its recorded inputs (rescaled by g); ``convert`` maps every float input;
     ``floors`` rescales only the node's floors (its inputs as recorded)."""
-    def value(n: fx.Node) -> Any:
-        v = env[n]
-        if g is not None and n is through:  # a row of an index write: its operands rescaled, not the mix
-            v = call_node(ug.traced.gm, n, *map_arg((tuple(n.args), dict(n.kwargs)), scaled), high=True)
-        elif g is not None:
-            v = scale(v, unit_of(n), g)
-        return convert(v) if convert is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
-
     def scaled(n: fx.Node) -> Any:
         return scale(env[n], unit_of(n), g) if g is not None else env[n]
+
+    def value(n: fx.Node) -> Any:
+        if g is not None and n is through:  # a row of an index write: its operands rescaled, not the mix
+            v = call_node(ug.traced.gm, n, *map_arg((tuple(n.args), dict(n.kwargs)), scaled), high=True)
+        else:
+            v = scaled(n)
+        return convert(v) if convert is not None and isinstance(v, torch.Tensor) and v.is_floating_point() else v
 
     through = node.args[0] if row_of_index_write(node) is not None else None
 
