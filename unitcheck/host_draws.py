@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["numpy_rand", "host_call", "routed", "OPS"]
+__all__ = ["numpy_rand", "host_call", "routed", "OPS", "Call", "Unwritable", "decode"]
 
 # the numpy functions whose call without arguments is one uniform draw in [0, 1)
 _SCALAR_UNIFORM = ("random", "random_sample", "rand", "uniform")
@@ -59,15 +59,24 @@ def _resolve(function: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
-def _decode(template: Any, ints: list[int], tensors: list[torch.Tensor | None]) -> Any:
+def _decode(template: Any, ints: list[Any], tensors: list[Any]) -> Any:
     if isinstance(template, dict):
         if "int" in template:
-            return int(ints[template["int"]])
+            return ints[template["int"]]
         if "tensor" in template:
             return tensors[template["tensor"]]
+        if "torch" in template:
+            name = template["torch"]
+            return getattr(torch, name.removeprefix("torch.")) if name.startswith("torch.") else torch.device(name)
         items = [_decode(v, ints, tensors) for v in template["items"]]
         return tuple(items) if template["kind"] == "tuple" else items
     return template
+
+
+def decode(spec: dict[str, Any], ints: list[Any], tensors: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments a :class:`Call`'s template writes down, with ``ints`` and ``tensors`` (values,
+    or graph nodes in code generation) in their places."""
+    return _decode(spec["args"], ints, tensors), {k: _decode(v, ints, tensors) for k, v in spec["kwargs"].items()}
 
 
 def _invoke(fn: Callable[..., Any], template: str, ints: list[int], tensors: list[torch.Tensor | None]) -> torch.Tensor:
@@ -76,10 +85,10 @@ def _invoke(fn: Callable[..., Any], template: str, ints: list[int], tensors: lis
     import numpy as np
 
     global _running_host
-    spec = json.loads(template)
+    args, kwargs = decode(json.loads(template), [int(i) for i in ints], tensors)
     _running_host += 1
     try:
-        out = fn(*_decode(spec["args"], ints, tensors), **{k: _decode(v, ints, tensors) for k, v in spec["kwargs"].items()})
+        out = fn(*args, **kwargs)
     finally:
         _running_host -= 1
     return torch.as_tensor(np.asarray(out))
@@ -106,7 +115,7 @@ def _host_call_fake(function: str, template: str, ints: list[int], tensors: list
 OPS = (torch.ops.unitcheck.numpy_rand.default, torch.ops.unitcheck.host_call.default)
 
 
-class _Unwritable(Exception):
+class Unwritable(Exception):
     """An argument generated code could not write down."""
 
 
@@ -115,7 +124,7 @@ def _hint(value: Any) -> Any:
     if isinstance(value, torch.SymInt):
         hint = value.node.hint
         if hint is None:
-            raise _Unwritable("a size without an example value")
+            raise Unwritable("a size without an example value")
         return int(hint)
     return value
 
@@ -127,12 +136,12 @@ def _real(t: torch.Tensor) -> torch.Tensor:
     if isinstance(t, FakeTensor):
         real = getattr(t, "real_tensor", None)
         if real is None:
-            raise _Unwritable("a tensor without values")
+            raise Unwritable("a tensor without values")
         return real
     return t
 
 
-class _Call:
+class Call:
     """One call written down: a JSON template with the sizes and tensors it takes."""
 
     def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -153,7 +162,9 @@ class _Call:
                     "items": [self._encode(v) for v in value]}
         if value is None or isinstance(value, (bool, float, str)):
             return value
-        raise _Unwritable(f"an argument of type {type(value).__name__}")
+        if isinstance(value, (torch.device, torch.dtype)):
+            return {"torch": str(value)}  # "cpu", "torch.float32"
+        raise Unwritable(f"an argument of type {type(value).__name__}")
 
     def example(self) -> tuple[list[int], list[torch.Tensor | None]]:
         """The example's values of the sizes and tensors."""
@@ -182,9 +193,9 @@ def _routed_call(function: str, original: Callable[..., Any]) -> Callable[..., A
         if _running_host:
             return original(*args, **kwargs)
         try:
-            spec = _Call(args, kwargs)
+            spec = Call(args, kwargs)
             ints, tensors = spec.example()
-        except _Unwritable:
+        except Unwritable:
             return original(*args, **kwargs)
         from torch.utils._python_dispatch import _disable_current_modes
 

@@ -750,3 +750,40 @@ class SelectsFrames(nn.Module):
         if x[mask.bool().unsqueeze(-1).expand_as(x)].numel() != kept.numel():
             raise ValueError("frames and mask do not match")
         return kept.sum(0)
+
+
+class _HitExperts(nn.Module):
+    """DBRX's experts: a loop over the experts a batch hit (a branch on the routing), each
+    expert's tokens gathered, transformed, weighted and added back; dropout inside."""
+
+    def __init__(self, d: int, n: int) -> None:
+        super().__init__()
+        self.n_experts = n
+        self.w = nn.Parameter(torch.randn(n, d, d) / d**0.5)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, h: torch.Tensor, expert: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(h)
+        hit = torch.bincount(expert, minlength=self.n_experts).nonzero()
+        for e in hit:
+            tokens = torch.where(expert == e[0])[0]
+            out.index_add_(0, tokens, self.drop(h[tokens] @ self.w[e[0]]) * weight[tokens, None])
+        return out
+
+
+class LoopsOverExperts(nn.Module):
+    """A router and its experts in a residual block: the experts module cannot be one graph
+    (its loop's length is the number of experts a batch hit); the rest can."""
+
+    def __init__(self, d: int = 8, n: int = 4) -> None:
+        super().__init__()
+        self.router = nn.Linear(d, n)
+        self.experts = _HitExperts(d, n)
+        self.norm = nn.LayerNorm(d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x).flatten(0, 1)
+        probs = self.router(h).softmax(-1)
+        weight, expert = probs.max(-1)
+        return x + self.drop(self.experts(h, expert, weight).view_as(x))

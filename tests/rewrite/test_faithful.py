@@ -39,6 +39,7 @@ from .faithful_models import (
     LateField,
     LogSumExpSink,
     LongestPlusLength,
+    LoopsOverExperts,
     LoweredCall,
     NoGradCycles,
     NoiseOfItsShape,
@@ -653,3 +654,26 @@ def test_frames_kept_by_an_integer_mask_regenerate_beside_a_layer_drop() -> None
     assert res.module(*inputs).shape == (8,)
     with pytest.raises(TraceError, match="data-dependent branch"):  # the frames' values are still the stream's
         rewrite(SelectsFrames(by_values=True), inputs, to="identity")
+
+
+def test_a_submodule_that_branches_on_its_data_is_kept_whole(tmp_path: Path) -> None:
+    """An experts module that loops over the experts a batch hit cannot be one graph: the capture
+    keeps it whole and the generated module calls it (DBRX, Switch). Equal in both modes, also on
+    a batch whose routing the example never took, and after saving and loading."""
+    from unitcheck.rewrite.api import write_rewrite
+    from unitcheck.rewrite.save import load
+
+    torch.manual_seed(0)
+    model = LoopsOverExperts()
+    x = torch.randn(2, 6, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert ".experts(" in res.source and "_HitExperts" in res.source, res.source
+    assert any("kept whole" in n and "_HitExperts" in n for n in res.notes), res.notes
+    other = torch.randn(3, 11, 8) * 3  # other sizes and other experts hit
+    for inputs in ((x,), (other,)):
+        for training in (False, True):
+            assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)
+    write_rewrite(res, str(tmp_path), "LoopsOverExperts", (x,))
+    loaded = load(str(tmp_path))
+    for training in (False, True):
+        assert differences(model, loaded, (other,), training) == [], training

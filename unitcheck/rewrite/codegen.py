@@ -14,6 +14,7 @@ written back; a model whose training graph differs in structure gets both graphs
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import math
 import operator
@@ -28,10 +29,12 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from .. import opaque
 from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..draws import SKIP
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
+from ..opaque import call_parts
 from ..runtime import Size, copy_into, expect_sizes, expect_value, grouped_mm, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
 from .layerdrop import branch_on_draws
@@ -89,12 +92,19 @@ class Generated:
     notes: list[str] = field(default_factory=list)
 
 
-def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
+def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any]) -> fx.Graph:
     """Copy the graph; leaves other than user inputs become get_attr nodes on ``root``; buffer
     updates the capture returned as outputs are copied back into their buffers."""
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     checks: list[tuple[Any, tuple[Any, ...]]] = []
+    for node in traced.graph.find_nodes(op="call_function", target=opaque.OP):  # before its weights' leaves
+        path = call_parts(node)[0]
+        if not _has(root, path):
+            module = copy.deepcopy(opaque.kept_module(node), memo)  # what kept modules share stays shared
+            for m in module.modules():
+                m._non_persistent_buffers_set.clear()  # saved with the weights, as the generated module's own are
+            set_attr(root, path, module)
     for node in traced.graph.nodes:
         leaf = traced.leaves.get(node.name)
         if node.op == "placeholder" and (leaf is None or leaf.kind == "input"):
@@ -123,8 +133,8 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module) -> fx.Graph:
         if node.op == "output":
             _output(graph, node, env, traced)
             continue
-        env[node] = copy = graph.node_copy(node, lambda n: env[n])
-        copy.target = _EMIT_AS.get(copy.target, copy.target)  # type: ignore[call-overload]
+        env[node] = copied = graph.node_copy(node, lambda n: env[n])
+        copied.target = _EMIT_AS.get(copied.target, copied.target)  # type: ignore[call-overload]
     return graph
 
 
@@ -227,6 +237,29 @@ def _fetch(root: Any, name: str) -> Any:
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _kept_calls(graph: fx.Graph) -> None:
+    """A kept module's op (:mod:`unitcheck.opaque`) is a call of the module again; each tensor
+    of its result is read from the module's result by the keys that lead to it."""
+    for node in list(graph.find_nodes(op="call_function", target=opaque.OP)):
+        path, args, kwargs, out = call_parts(node)
+        with graph.inserting_before(node):
+            call = graph.call_module(path, args, kwargs)
+        call.meta.update({k: v for k, v in node.meta.items() if k != "val"})
+        for user in list(node.users):
+            keys = opaque.output_path(out, user.args[1]) if user.target is operator.getitem else None
+            if keys is None:
+                raise CodegenError(f"the result of the kept module {path} is used whole: generated code "
+                                   "could not read its tensors")
+            value: fx.Node = call
+            with graph.inserting_before(user):
+                for key in keys:
+                    value = graph.call_function(operator.getitem, (value, key))
+            value.meta.update(user.meta)
+            user.replace_all_uses_with(value)
+            graph.erase_node(user)
+        graph.erase_node(node)
 
 
 # -- calls the original made to unitcheck.canonical -------------------------------------------
@@ -485,13 +518,15 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
     ``train_traced`` is given. ``other`` is the dtype the literals were compared in (None: not
     compared)."""
     root = nn.Module()
+    memo: dict[int, Any] = {}
     notes: list[str] = []
     graphs: dict[str, fx.Graph] = {}
     methods: dict[str, fx.Graph] = {}  # the layers a random draw skips (LayerDrop)
     pairs = [("forward", eval_traced)] if train_traced is None else \
         [("_forward_eval", eval_traced), ("_forward_train", train_traced)]
     for name, traced in pairs:
-        graph = _as_module_graph(traced, root)
+        graph = _as_module_graph(traced, root, memo)
+        _kept_calls(graph)
         _library_calls(graph)
         _eager_dropout(graph)
         _detach_again(graph)
@@ -601,7 +636,9 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
     imports = sorted({_import_line(k, v) for k, v in globals_.items()} - {"import torch"})
     imports += _op_imports(list(gen.graphs.values()))
     draws = len([name for name in gen.graphs if name not in _FORWARDS])
-    shapes = []
+    skeletons = opaque.Skeletons()
+    kept = [f"        _kept(self, {name!r}, {skeletons.module(m, name)})" for name, m in _kept_modules(gen.root)]
+    shapes = [f"        {line}" for line in skeletons.definitions] + kept
     for name, p in gen.root.named_parameters():
         frozen = "" if p.requires_grad else ", requires_grad=False"
         shapes.append(f"        _param(self, {name!r}, {tuple(p.shape)!r}, {str(p.dtype)}{frozen})")
@@ -613,6 +650,7 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
         + "\n".join(["import torch", "from torch import nn", *imports])
         + "\n\n\n"
         + HELPERS
+        + ("\n\n" + opaque.SKELETON_HELPERS if _kept_modules(gen.root) else "")
         + "\n\nclass Rewritten(nn.Module):\n"
         + "    __unitcheck_generated__ = True  # the '# [module]' comments name each line's original module\n"
         + (f"    __unitcheck_draws__ = {draws}  # layers a random draw skips in training (LayerDrop)\n" if draws else "")
@@ -622,6 +660,15 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
         + ("\n".join(shapes) if shapes else "        pass") + "\n\n"
         + "\n\n".join(m.rstrip() for m in methods) + "\n"
     )
+
+
+def _kept_modules(root: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The outermost modules of the original's classes in the generated module's tree."""
+    found: list[tuple[str, nn.Module]] = []
+    for name, m in root.named_modules():
+        if type(m) is not nn.Module and not any(name.startswith(f"{k}.") for k, _ in found):
+            found.append((name, m))
+    return found
 
 
 HELPERS = '''def _module(root: nn.Module, path: list[str]) -> nn.Module:

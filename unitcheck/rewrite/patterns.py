@@ -86,8 +86,9 @@ class RewriteContext:
 Rule = Callable[[RewriteContext], None]
 
 
-def set_attr(root: nn.Module, qualified: str, value: torch.Tensor) -> None:
-    """Register a parameter/buffer under a dotted name, creating empty containers on the way."""
+def set_attr(root: nn.Module, qualified: str, value: torch.Tensor | nn.Module) -> None:
+    """Register a parameter, buffer or module under a dotted name, creating empty containers on
+    the way."""
     *path, leaf = qualified.split(".")
     mod = root
     for part in path:
@@ -96,7 +97,9 @@ def set_attr(root: nn.Module, qualified: str, value: torch.Tensor) -> None:
             child = nn.Module()
             mod.add_module(part, child)
         mod = child
-    if isinstance(value, nn.Parameter):
+    if isinstance(value, nn.Module):
+        mod.add_module(leaf, value)
+    elif isinstance(value, nn.Parameter):
         mod.register_parameter(leaf, value)
     else:
         mod.register_buffer(leaf, value)

@@ -24,7 +24,7 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from .. import eager_paths, host_draws
+from .. import eager_paths, host_draws, opaque
 from ..fxutil import base_name
 from ..infer import trace_for_inference
 from ..tracer import (
@@ -36,6 +36,7 @@ from ..tracer import (
     TracedGraph,
     TraceError,
     kept_whole,
+    normalise_inputs,
     set_attributes,
 )
 
@@ -456,7 +457,31 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
     whole: generated code calls their kernels. Libraries take their eager paths
     (:mod:`unitcheck.eager_paths`) where that captures with export; otherwise (a decision on the
     user's input, a capture that fails) the export path is captured. Draws from numpy's
-    generator are captured as ops that draw (:mod:`unitcheck.host_draws`)."""
+    generator are captured as ops that draw (:mod:`unitcheck.host_draws`). A submodule whose
+    forward branches on its data is kept whole (:mod:`unitcheck.opaque`): the generated module
+    calls it."""
+    kept: list[str] = []
+    while True:
+        try:
+            with opaque.kept(model, kept, normalise_inputs(example_inputs)):
+                res = _capture_paths(model, example_inputs)
+        except TraceError as err:
+            more = opaque.owners(model, err, set(kept)) if "data-dependent" in str(err) else []
+            if not more or len(kept) >= _MAX_KEPT:
+                raise
+            kept += more
+            continue
+        if kept:
+            classes = sorted({type(m).__name__ for name, m in model.named_modules() if name in kept})
+            res.notes.append(f"{len(kept)} module(s) of class {', '.join(classes)} branch on their data and are kept "
+                             f"whole: the generated module calls them ({', '.join(kept[:3])}{'...' if len(kept) > 3 else ''})")
+        return res
+
+
+_MAX_KEPT = 64  # kept modules before a capture gives up
+
+
+def _capture_paths(model: nn.Module, example_inputs: Any) -> Captures:
     with kept_whole(FUSED_KERNEL_OPS), host_draws.routed(model):
         if not eager_paths.loaded():  # no library loaded that computes otherwise when compiled
             return _capture(model, example_inputs)

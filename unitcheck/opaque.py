@@ -1,0 +1,382 @@
+"""Submodules a capture keeps whole, so that generated code calls the original module.
+
+A module whose forward branches on its data cannot be one static graph: an MoE layer that loops
+over the experts a batch hit (DBRX, Switch) holds a different number of calls for every batch. The
+rest of the model can still be regenerated around it. While :func:`kept` is active, each call of a
+kept module is one op, ``unitcheck::module_call``; the sizes of its results come from one eager
+run of the model on the example (each result size that equals a size of the call's tensors
+follows that size). Code generation writes the op back as a call of the module
+(``self.blocks[0].ffn.experts(h, idx, w)``), and the generated module holds the module whole: its
+class, its plain attributes and its children (:func:`skeleton`), its weights in the state dict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import json
+import math
+import types
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .errors import UnitcheckError
+from .host_draws import Call, Unwritable, decode
+
+__all__ = ["OP", "kept", "owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
+
+# path key ("<capture id>:<module path>") -> the module and its forward before :func:`kept`
+_MODULES: weakref.WeakValueDictionary[str, nn.Module] = weakref.WeakValueDictionary()
+_FORWARDS: dict[str, Any] = {}
+_RECORDS: dict[str, list[_Record]] = {}
+_counter = itertools.count()
+
+
+@dataclass
+class _Record:
+    """One call of a kept module on the example: its tensor arguments' sizes and its result."""
+
+    inputs: list[tuple[int, ...]]
+    layout: str  # JSON: {"out": template, "shapes": [...], "dtypes": [...]}
+
+
+def _encode_out(value: Any, tensors: list[torch.Tensor]) -> Any:
+    """A template of a module's result: each tensor a ``{"tensor": k}`` leaf."""
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return {"tensor": len(tensors) - 1}
+    if isinstance(value, dict):
+        cls = type(value)
+        return {"kind": "dict", "cls": None if cls is dict else f"{cls.__module__}:{cls.__qualname__}",
+                "keys": list(value), "items": [_encode_out(v, tensors) for v in value.values()]}
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return {"kind": type(value).__name__, "items": [_encode_out(v, tensors) for v in value]}
+    if value is None or isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    raise Unwritable(f"a result of type {type(value).__name__}")
+
+
+def _resolve(qualified: str) -> Any:
+    module, _, qual = qualified.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _decode_out(template: Any, tensors: list[Any]) -> Any:
+    if isinstance(template, dict):
+        if "tensor" in template:
+            return tensors[template["tensor"]]
+        items = [_decode_out(v, tensors) for v in template["items"]]
+        if template["kind"] == "dict":
+            pairs = dict(zip(template["keys"], items, strict=True))
+            return pairs if template["cls"] is None else _resolve(template["cls"])(**pairs)
+        return tuple(items) if template["kind"] == "tuple" else items
+    return template
+
+
+def output_path(template: Any, k: int) -> list[Any] | None:
+    """The keys that lead from a result to its ``k``-th tensor (a getitem chain)."""
+    if isinstance(template, dict):
+        if template.get("tensor") == k:
+            return []
+        if "items" in template:
+            keys = template["keys"] if template["kind"] == "dict" else range(len(template["items"]))
+            for key, item in zip(keys, template["items"], strict=True):
+                found = output_path(item, k)
+                if found is not None:
+                    return [key, *found]
+    return None
+
+
+_FLOAT = "float"  # a result in the dtype of the call's first float tensor: it follows that dtype
+
+
+def _float_dtype(tensors: list[torch.Tensor | None]) -> torch.dtype | None:
+    return next((t.dtype for t in tensors if t is not None and t.is_floating_point()), None)
+
+
+@torch.library.custom_op("unitcheck::module_call", mutates_args=())
+def module_call(path: str, template: str, ints: list[int], tensors: list[torch.Tensor | None],
+                sizes: list[int], layout: str) -> list[torch.Tensor]:
+    """The kept module ``path`` called with the arguments ``template`` writes down; its result's
+    tensors, flat (copies: an op's results may not alias its inputs)."""
+    module, forward = _MODULES.get(path), _FORWARDS.get(path)
+    if module is None or forward is None:
+        raise UnitcheckError(f"the kept module {path.partition(':')[2]} is no longer held: "
+                             "a captured graph that calls it runs only while its model lives")
+    args, kwargs = decode(json.loads(template), [int(i) for i in ints], list(tensors))
+    out: list[torch.Tensor] = []
+    _encode_out(forward(*args, **kwargs), out)
+    return [t.clone() for t in out]
+
+
+@module_call.register_fake
+def _module_call_fake(path: str, template: str, ints: list[int], tensors: list[torch.Tensor | None],
+                      sizes: list[int], layout: str) -> list[torch.Tensor]:
+    spec = json.loads(layout)
+    device = next((t.device for t in tensors if t is not None), torch.device("cpu"))
+    floats = _float_dtype(tensors)
+    out, at = [], 0
+    for rank, dtype in zip(spec["ranks"], spec["dtypes"], strict=True):
+        out.append(torch.empty(sizes[at:at + rank], dtype=floats if dtype == _FLOAT else getattr(torch, dtype),
+                               device=device))
+        at += rank
+    return out
+
+
+OP = torch.ops.unitcheck.module_call.default
+
+
+def call_parts(node: Any) -> tuple[str, tuple[Any, ...], dict[str, Any], Any]:
+    """A ``module_call`` node's module path, arguments (graph nodes in the tensors' places) and
+    result template."""
+    path, template, ints, tensors, _, layout = node.args
+    args, kwargs = decode(json.loads(template), list(ints), list(tensors))
+    return path.partition(":")[2], tuple(args), kwargs, json.loads(layout)["out"]
+
+
+def kept_module(node: Any) -> nn.Module:
+    module = _MODULES.get(node.args[0])
+    if module is None:
+        raise UnitcheckError(f"the kept module {node.args[0].partition(':')[2]} is no longer held")
+    return module
+
+
+# -- which modules ------------------------------------------------------------------------------
+
+
+def owners(model: nn.Module, err: BaseException, already: set[str]) -> list[str]:
+    """The submodules to keep whole after ``err``: every module of the class whose method raised
+    it (the innermost frame whose ``self`` is a submodule of ``model``, not yet kept)."""
+    by_id = {id(m): name for name, m in model.named_modules() if name}
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        tb = cause.__traceback__
+        frames = []
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        for frame in reversed(frames):
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, nn.Module) and id(owner) in by_id and by_id[id(owner)] not in already:
+                cls = type(owner)
+                return [name for name, m in model.named_modules() if name and type(m) is cls and name not in already]
+        cause = cause.__cause__ or cause.__context__
+    return []
+
+
+# -- the capture --------------------------------------------------------------------------------
+
+
+def _record(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, list[_Record]]:
+    """Each kept module's calls in one eager run of ``model`` on the example."""
+    calls: dict[str, list[_Record]] = {p: [] for p in paths}
+    problems: list[str] = []
+
+    def hook(path: str) -> Any:
+        def record(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+            try:
+                call = Call(args, kwargs)
+                tensors: list[torch.Tensor] = []
+                template = _encode_out(out, tensors)
+                floats = _float_dtype(call.tensors)
+            except Unwritable as why:
+                problems.append(f"{path}: {why}")
+                return
+            calls[path].append(_Record(
+                [tuple(t.shape) if t is not None else () for t in call.tensors],
+                json.dumps({"out": template, "ranks": [t.dim() for t in tensors],
+                            "dtypes": [_FLOAT if t.dtype == floats else str(t.dtype).removeprefix("torch.")
+                                       for t in tensors],
+                            "shapes": [list(t.shape) for t in tensors]})))
+        return record
+
+    modules = dict(model.named_modules())
+    handles = [modules[p].register_forward_hook(hook(p), with_kwargs=True) for p in paths]
+    try:
+        with torch.random.fork_rng(), torch.no_grad():
+            args, kwargs = example
+            model(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    if problems:
+        raise UnitcheckError(f"cannot keep {problems[0].split(':')[0]} whole: generated code could not write "
+                             f"down {problems[0].split(': ', 1)[1]}")
+    return calls
+
+
+def _sizes(call: Call, record: _Record) -> list[Any]:
+    """The result's sizes, each as the first size of the call's tensors that equals it on the
+    example (so that it follows that size), else the example's."""
+    spec = json.loads(record.layout)
+    known = [(i, j, d) for i, shape in enumerate(record.inputs) for j, d in enumerate(shape)]
+    out: list[Any] = []
+    for shape in spec["shapes"]:
+        for d in shape:
+            match = next(((i, j) for i, j, e in known if e == d and call.tensors[i] is not None), None)
+            out.append(int(d) if match is None else call.tensors[match[0]].shape[match[1]])  # type: ignore[union-attr]
+    return out
+
+
+def _kept_forward(key: str) -> Any:
+    count = itertools.count()
+
+    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        records = _RECORDS[key]
+        record = records[next(count) % len(records)]
+        call = Call(args, kwargs)
+        outs = torch.ops.unitcheck.module_call(key, call.template, call.ints, call.tensors, _sizes(call, record),
+                                               record.layout)
+        return _decode_out(json.loads(record.layout)["out"], outs)
+
+    return forward
+
+
+@contextlib.contextmanager
+def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dict[str, Any]]) -> Iterator[None]:
+    """While active, the modules ``paths`` of ``model`` are each one ``module_call`` op."""
+    if not paths:
+        yield
+        return
+    records = _record(model, paths, example)
+    capture = next(_counter)
+    modules = dict(model.named_modules())
+    patched = []
+    for path in paths:
+        key = f"{capture}:{path}"
+        module = modules[path]
+        if not records[path]:
+            continue  # not called on the example: nothing to keep
+        _MODULES[key], _FORWARDS[key], _RECORDS[key] = module, module.forward, records[path]
+        module.forward = types.MethodType(_kept_forward(key), module)  # type: ignore[method-assign]
+        patched.append((module, key))
+    try:
+        yield
+    finally:
+        for module, key in patched:
+            del module.forward
+            _FORWARDS.pop(key, None)
+
+
+# -- the module in generated code ---------------------------------------------------------------
+
+_MODULE_STATE = frozenset(nn.Module().__dict__)
+
+
+def _ref(obj: Any) -> str | None:
+    mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not mod or not qual or "<" in qual:
+        return None
+    try:
+        return f"{mod}:{qual}" if _resolve(f"{mod}:{qual}") is obj else None
+    except (ImportError, AttributeError):
+        return None
+
+
+class Skeletons:
+    """Expressions that build kept modules again without weights: each module's class, plain
+    attributes and children (the generated ``__init__`` then registers the weights). An object
+    that is not a literal (a model config) is built once from its class and attributes, as a
+    local of ``__init__`` that every module holding it shares."""
+
+    def __init__(self) -> None:
+        self.definitions: list[str] = []  # "name = expression", in dependency order
+        self._names: dict[int, str] = {}
+
+    def module(self, module: nn.Module, where: str) -> str:
+        cls = _ref(type(module))
+        if cls is None:
+            raise UnitcheckError(f"generated code cannot import {type(module).__qualname__}, the class of the "
+                                 f"kept module {where}")
+        attrs = {k: v for k, v in vars(module).items() if k not in _MODULE_STATE or k == "training"}
+        body = ", ".join(f"{k!r}: {self.value(v, f'{where}.{k}')}" for k, v in attrs.items())
+        children = ", ".join(f"{k!r}: {'None' if c is None else self.module(c, f'{where}.{k}')}"
+                             for k, c in module._modules.items())
+        unset = [[k for k, v in module._parameters.items() if v is None],  # an absent bias, for one
+                 [k for k, v in module._buffers.items() if v is None]]
+        return f"_instance({cls!r}, {{{body}}}, {{{children}}}{f', {unset!r}' if unset != [[], []] else ''})"
+
+    def value(self, v: Any, where: str) -> str:
+        """``v`` as a Python expression generated code can evaluate."""
+        if v is None or isinstance(v, (bool, int, str)):
+            return repr(v)
+        if isinstance(v, float):
+            return repr(v) if math.isfinite(v) else f"float({str(v)!r})"
+        if isinstance(v, torch.dtype):
+            return str(v)
+        if isinstance(v, torch.device):
+            return f"torch.device({str(v)!r})"
+        if type(v) in (tuple, list):
+            items = ", ".join(self.value(x, where) for x in v)
+            return f"({items},)" if type(v) is tuple and len(v) == 1 else f"({items})" if type(v) is tuple else f"[{items}]"
+        if type(v) in (set, frozenset):
+            return f"{type(v).__name__}([{', '.join(self.value(x, where) for x in sorted(v, key=repr))}])"
+        if type(v) is dict:
+            return "{" + ", ".join(f"{self.value(k, where)}: {self.value(x, where)}" for k, x in v.items()) + "}"
+        ref = _ref(v) if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)) else None
+        if ref is not None:
+            return f"_resolve({ref!r})"
+        if id(v) in self._names:
+            return self._names[id(v)]
+        cls = _ref(type(v))
+        if cls is not None and hasattr(v, "__dict__") and not isinstance(v, (nn.Module, torch.Tensor)):
+            attrs = ", ".join(f"{k!r}: {self.value(x, f'{where}.{k}')}" for k, x in vars(v).items())
+            name = f"{type(v).__name__.lower()}_{len(self.definitions)}"
+            self.definitions.append(f"{name} = _object({cls!r}, {{{attrs}}})")
+            self._names[id(v)] = name
+            return name
+        raise UnitcheckError(f"generated code cannot hold the kept module's attribute {where} "
+                             f"(a {type(v).__name__})")
+
+
+SKELETON_HELPERS = '''def _resolve(qualified: str) -> object:
+    import importlib
+
+    module, _, qual = qualified.partition(":")
+    obj = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _object(qualified: str, attrs: dict[str, object]) -> object:
+    """An object of the original's class with its attributes (a model config), built without
+    its constructor."""
+    cls = _resolve(qualified)
+    obj = cls.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+def _instance(qualified: str, attrs: dict[str, object], children: dict[str, nn.Module | None],
+              unset: tuple[list[str], list[str]] = ([], [])) -> nn.Module:
+    """A module of the original's class, built without its constructor (the weights follow;
+    ``unset`` names the parameters and buffers it holds as None)."""
+    cls = _resolve(qualified)
+    module = cls.__new__(cls)
+    nn.Module.__init__(module)
+    module.__dict__.update(attrs)
+    for name, child in children.items():
+        module.add_module(name, child)
+    for name in unset[0]:
+        module.register_parameter(name, None)
+    for name in unset[1]:
+        module.register_buffer(name, None)
+    return module
+
+
+def _kept(root: nn.Module, name: str, module: nn.Module) -> None:
+    *path, leaf = name.split(".")
+    _module(root, path).add_module(leaf, module)
+'''
