@@ -200,7 +200,8 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
         res = regenerate(model, inputs, to="identity")
         check_fits_in_memory(res.gct.traced.graph)
         diffs = [d for training in (False, True) for d in differences(model, res.module, inputs, training)]
-        out: dict[str, Any] = {"differences": len(diffs), "two_graphs": "_forward_train" in res.source}
+        out: dict[str, Any] = {"differences": len(diffs), "two_graphs": "_forward_train" in res.source,
+                               "kept": len(res.kept)}
         if diffs:
             out["status"] = "fail"
             out["reason"] = _one_line(f"{len(diffs)} differences, first {diffs[0]}")
@@ -577,6 +578,7 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
         "generators_matched": sum(f["matched"] for f in fps),
         "identities": len(identities),
         "identities_equal": sum(i["status"] == "ok" for i in identities),
+        "identities_kept": sum(i["status"] == "ok" and bool(i.get("kept")) for i in identities),
         "rewrites": len(rewrites),
         "rewrites_ok": sum(r["status"] == "ok" for r in rewrites),
         "internal_errors": len(errors),
@@ -661,7 +663,8 @@ def render(store: dict[str, Any]) -> str:
         f"| coverage 100% | {s['coverage_100']}/{s['linted']} linted models (the rest name their uncovered ops below) |",
         f"| oracle agreements | {s['oracle_agree']}/{s['verified']} models verified; {s['nodes_agreed']}/{s['nodes_checked']} nodes |",
         f"| fingerprint matches | {s['fingerprint_all_match']}/{s['fingerprint_models']} models with a loss; {s['generators_matched']}/{s['generators']} generators |",
-        f"| null rewrites (`--to identity`) | {s['identities_equal']}/{s['identities']} equal bit for bit (eval and train: outputs, gradients, buffers) |",
+        f"| null rewrites (`--to identity`) | {s['identities_equal']}/{s['identities']} equal bit for bit (eval and train: outputs, gradients, buffers); "
+        f"{s['identities_kept']} of them call submodules kept whole (a forward that branches on its data) |",
         f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete (zero violations left, and `units DIR --verify` exits 0 on the written directory) |",
         f"| internal errors | {s['internal_errors']}{(': ' + ', '.join(s['internal_error_list'][:20])) if s['internal_errors'] else ''} |",
         f"| timeouts | {s['timeouts']} |",
@@ -684,7 +687,8 @@ def render(store: dict[str, Any]) -> str:
         e = store["entries"][t]
         st = e.get("stages", {})
         b, lt, v, idn, rw = (st.get(k, {}) for k in ("build", "lint", "verify", "identity", "rewrite"))
-        ids = ("equal" if idn.get("status") == "ok" else f"{idn['differences']} diffs") if "differences" in idn \
+        ids = ((f"equal, {idn['kept']} kept" if idn.get("kept") else "equal") if idn.get("status") == "ok"
+               else f"{idn['differences']} diffs") if "differences" in idn \
             else ("" if idn.get("status") in (None, "skipped") else idn["status"])
         nodes = lt.get("nodes", st.get("trace", {}).get("nodes", ""))
         cov = f"{100 * lt['coverage']:.1f}%" if "coverage" in lt else ""

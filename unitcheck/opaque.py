@@ -29,12 +29,12 @@ from torch import nn
 from .errors import UnitcheckError
 from .host_draws import Call, Unwritable, decode
 
-__all__ = ["OP", "kept", "owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
+__all__ = ["OP", "Unkeepable", "kept", "owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
 
 # path key ("<capture id>:<module path>") -> the module and its forward before :func:`kept`
 _MODULES: weakref.WeakValueDictionary[str, nn.Module] = weakref.WeakValueDictionary()
 _FORWARDS: dict[str, Any] = {}
-_RECORDS: dict[str, list[_Record]] = {}
+_RECORDS: dict[str, dict[bool, list[_Record]]] = {}  # by training mode
 _counter = itertools.count()
 
 
@@ -178,13 +178,19 @@ def owners(model: nn.Module, err: BaseException, already: set[str]) -> list[str]
 # -- the capture --------------------------------------------------------------------------------
 
 
-def _record(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, list[_Record]]:
-    """Each kept module's calls in one eager run of ``model`` on the example."""
-    calls: dict[str, list[_Record]] = {p: [] for p in paths}
+class Unkeepable(UnitcheckError):
+    """A module that cannot be kept whole: generated code could not write down its call."""
+
+
+def _record(model: nn.Module, paths: list[str],
+            example: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, dict[bool, list[_Record]]]:
+    """Each kept module's calls in an eager run of ``model`` on the example, in eval and in
+    training mode (a module may return more in training); the model's state is put back."""
+    calls: dict[str, dict[bool, list[_Record]]] = {p: {False: [], True: []} for p in paths}
     problems: list[str] = []
 
     def hook(path: str) -> Any:
-        def record(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        def record(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
             try:
                 call = Call(args, kwargs)
                 tensors: list[torch.Tensor] = []
@@ -193,7 +199,7 @@ def _record(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], 
             except Unwritable as why:
                 problems.append(f"{path}: {why}")
                 return
-            calls[path].append(_Record(
+            calls[path][m.training].append(_Record(
                 [tuple(t.shape) if t is not None else () for t in call.tensors],
                 json.dumps({"out": template, "ranks": [t.dim() for t in tensors],
                             "dtypes": [_FLOAT if t.dtype == floats else str(t.dtype).removeprefix("torch.")
@@ -203,16 +209,25 @@ def _record(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], 
 
     modules = dict(model.named_modules())
     handles = [modules[p].register_forward_hook(hook(p), with_kwargs=True) for p in paths]
+    flags = {m: m.training for m in model.modules()}
+    buffers = {b: b.detach().clone() for b in model.buffers()}
     try:
         with torch.random.fork_rng(), torch.no_grad():
-            args, kwargs = example
-            model(*args, **kwargs)
+            for training in (False, True):
+                model.train(training)
+                args, kwargs = example
+                model(*args, **kwargs)
     finally:
         for h in handles:
             h.remove()
+        for m, t in flags.items():
+            m.training = t
+        with torch.no_grad():
+            for b, v in buffers.items():
+                b.copy_(v)
     if problems:
-        raise UnitcheckError(f"cannot keep {problems[0].split(':')[0]} whole: generated code could not write "
-                             f"down {problems[0].split(': ', 1)[1]}")
+        raise Unkeepable(f"{problems[0].split(':')[0]} cannot be kept whole: generated code could not write "
+                         f"down {problems[0].split(': ', 1)[1]}")
     return calls
 
 
@@ -233,7 +248,7 @@ def _kept_forward(key: str) -> Any:
     count = itertools.count()
 
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        records = _RECORDS[key]
+        records = _RECORDS[key][self.training] or _RECORDS[key][not self.training]
         record = records[next(count) % len(records)]
         call = Call(args, kwargs)
         outs = torch.ops.unitcheck.module_call(key, call.template, call.ints, call.tensors, _sizes(call, record),
@@ -256,7 +271,7 @@ def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dic
     for path in paths:
         key = f"{capture}:{path}"
         module = modules[path]
-        if not records[path]:
+        if not any(records[path].values()):
             continue  # not called on the example: nothing to keep
         _MODULES[key], _FORWARDS[key], _RECORDS[key] = module, module.forward, records[path]
         module.forward = types.MethodType(_kept_forward(key), module)  # type: ignore[method-assign]

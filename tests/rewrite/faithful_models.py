@@ -762,7 +762,7 @@ class _HitExperts(nn.Module):
         self.w = nn.Parameter(torch.randn(n, d, d) / d**0.5)
         self.drop = nn.Dropout(0.1)
 
-    def forward(self, h: torch.Tensor, expert: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, expert: torch.Tensor, weight: torch.Tensor, **options: Any) -> torch.Tensor:
         out = torch.zeros_like(h)
         hit = torch.bincount(expert, minlength=self.n_experts).nonzero()
         for e in hit:
@@ -775,15 +775,16 @@ class LoopsOverExperts(nn.Module):
     """A router and its experts in a residual block: the experts module cannot be one graph
     (its loop's length is the number of experts a batch hit); the rest can."""
 
-    def __init__(self, d: int = 8, n: int = 4) -> None:
+    def __init__(self, d: int = 8, n: int = 4, options: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.router = nn.Linear(d, n)
         self.experts = _HitExperts(d, n)
         self.norm = nn.LayerNorm(d)
         self.drop = nn.Dropout(0.1)
+        self.options = options or {}  # passed to the experts
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.norm(x).flatten(0, 1)
         probs = self.router(h).softmax(-1)
         weight, expert = probs.max(-1)
-        return x + self.drop(self.experts(h, expert, weight).view_as(x))
+        return x + self.drop(self.experts(h, expert, weight, **self.options).view_as(x))

@@ -677,3 +677,11 @@ def test_a_submodule_that_branches_on_its_data_is_kept_whole(tmp_path: Path) -> 
     loaded = load(str(tmp_path))
     for training in (False, True):
         assert differences(model, loaded, (other,), training) == [], training
+
+
+def test_a_module_whose_call_cannot_be_written_down_is_not_kept() -> None:
+    """Generated code must pass the kept module what the model passes it: an argument it cannot
+    write down (an object) leaves the capture's failure standing, with the reason beside it."""
+    model = LoopsOverExperts(options={"cache": object()})
+    with pytest.raises(TraceError, match=r"data-dependent branch.*experts cannot be kept whole: .*type object"):
+        rewrite(model, (torch.randn(2, 6, 8),), to="identity")

@@ -33,6 +33,7 @@ class RewriteResult:
     to: str = "gct"
     notes: list[str] = field(default_factory=list)
     violations_left: list[Any] = field(default_factory=list)  # what a lint of the result finds (GCT)
+    kept: list[str] = field(default_factory=list)  # submodules the generated module calls whole
 
     @property
     def complete(self) -> bool:
@@ -49,6 +50,7 @@ class RewriteResult:
             "declared_parameters": self.gct.declared,
             "log": self.gct.log,
             "unhandled": self.gct.unhandled,
+            "kept_whole": self.kept,
             "notes": self.notes,
         }
         if self.nvfp4 is not None:
@@ -119,7 +121,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
             left = infer_units(module, example_inputs).violations
     module.load_state_dict(gen.root.state_dict())
     return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes],
-                         left)
+                         left, caps.kept)
 
 
 def parameter_gains(module: nn.Module, violations: list[Any], declared: set[str]) -> dict[str, str]:

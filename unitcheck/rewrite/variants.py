@@ -296,6 +296,7 @@ class Captures:
     dtype: torch.dtype  # the float dtype the captures were taken in
     other: torch.dtype | None  # the dtype of the comparison capture (None: none aligned)
     notes: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # submodules kept whole (:mod:`unitcheck.opaque`)
 
 
 def _float_dtype(model: nn.Module) -> torch.dtype:
@@ -461,6 +462,7 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
     forward branches on its data is kept whole (:mod:`unitcheck.opaque`): the generated module
     calls it."""
     kept: list[str] = []
+    failed: TraceError | None = None  # the failure that made the last modules kept
     while True:
         try:
             with opaque.kept(model, kept, normalise_inputs(example_inputs)):
@@ -469,8 +471,12 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
             more = opaque.owners(model, err, set(kept)) if "data-dependent" in str(err) else []
             if not more or len(kept) >= _MAX_KEPT:
                 raise
-            kept += more
+            kept, failed = kept + more, err
             continue
+        except opaque.Unkeepable as why:
+            assert failed is not None
+            raise TraceError(f"{failed}; {why}", failed.location) from failed
+        res.kept = kept
         if kept:
             classes = sorted({type(m).__name__ for name, m in model.named_modules() if name in kept})
             res.notes.append(f"{len(kept)} module(s) of class {', '.join(classes)} branch on their data and are kept "
