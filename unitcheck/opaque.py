@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 from .errors import UnitcheckError
 from .host_draws import Call, Unwritable, decode
@@ -310,17 +311,24 @@ class Skeletons:
         self._names: dict[int, str] = {}
 
     def module(self, module: nn.Module, where: str) -> str:
-        cls = _ref(type(module))
+        parametrized = parametrize.is_parametrized(module)  # weight_norm: its class is made at run time
+        cls = _ref(type(module).__bases__[0] if parametrized else type(module))
         if cls is None:
             raise UnitcheckError(f"generated code cannot import {type(module).__qualname__}, the class of the "
                                  f"kept module {where}")
         attrs = {k: v for k, v in vars(module).items() if k not in _MODULE_STATE or k == "training"}
         body = ", ".join(f"{k!r}: {self.value(v, f'{where}.{k}')}" for k, v in attrs.items())
         children = ", ".join(f"{k!r}: {'None' if c is None else self.module(c, f'{where}.{k}')}"
-                             for k, c in module._modules.items())
+                             for k, c in module._modules.items() if not (parametrized and k == "parametrizations"))
         unset = [[k for k, v in module._parameters.items() if v is None],  # an absent bias, for one
                  [k for k, v in module._buffers.items() if v is None]]
-        return f"_instance({cls!r}, {{{body}}}, {{{children}}}{f', {unset!r}' if unset != [[], []] else ''})"
+        made = f"_instance({cls!r}, {{{body}}}, {{{children}}}{f', {unset!r}' if unset != [[], []] else ''})"
+        for name, chain in (module.parametrizations.items() if parametrized else []):  # type: ignore[union-attr,operator]
+            with torch.no_grad():
+                value = getattr(module, name)
+            steps = ", ".join(self.module(p, f"{where}.parametrizations.{name}.{i}") for i, p in enumerate(chain))
+            made = f"_parametrized({made}, {name!r}, {tuple(value.shape)!r}, {value.dtype}, [{steps}])"
+        return made
 
     def value(self, v: Any, where: str) -> str:
         """``v`` as a Python expression generated code can evaluate."""
@@ -388,6 +396,17 @@ def _instance(qualified: str, attrs: dict[str, object], children: dict[str, nn.M
         module.register_parameter(name, None)
     for name in unset[1]:
         module.register_buffer(name, None)
+    return module
+
+
+def _parametrized(module: nn.Module, name: str, shape: tuple[int, ...], dtype: torch.dtype,
+                  steps: list[nn.Module]) -> nn.Module:
+    """``module`` with the parametrizations of its tensor ``name`` (weight normalisation)."""
+    from torch.nn.utils import parametrize
+
+    module.register_parameter(name, nn.Parameter(torch.zeros(shape, dtype=dtype)))
+    for step in steps:
+        parametrize.register_parametrization(module, name, step, unsafe=True)
     return module
 
 

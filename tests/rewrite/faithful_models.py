@@ -788,3 +788,29 @@ class LoopsOverExperts(nn.Module):
         probs = self.router(h).softmax(-1)
         weight, expert = probs.max(-1)
         return x + self.drop(self.experts(h, expert, weight, **self.options).view_as(x))
+
+
+class _PadsByValue(nn.Module):
+    """Encodec's convolution in small: weight normalisation, and padding decided by a value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3))
+
+    def forward(self, x: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+        if length.max() > 2:  # a branch on the value of an input that reaches here as a tensor
+            x = F.pad(x, (1, 1))
+        return self.conv(x)
+
+
+class KeepsWeightNormed(nn.Module):
+    """A kept module holding a weight-normalised convolution (whose class parametrize makes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _PadsByValue()
+        self.out = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = (x.abs().sum(1) > 0).sum(-1)  # from float data: export cannot decide the branch
+        return self.out(self.inner(x, length).transpose(1, 2))

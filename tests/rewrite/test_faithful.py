@@ -36,6 +36,7 @@ from .faithful_models import (
     DropsLayers,
     DropsLowered,
     GroupedExperts,
+    KeepsWeightNormed,
     LateField,
     LogSumExpSink,
     LongestPlusLength,
@@ -685,3 +686,15 @@ def test_a_module_whose_call_cannot_be_written_down_is_not_kept() -> None:
     model = LoopsOverExperts(options={"cache": object()})
     with pytest.raises(TraceError, match=r"data-dependent branch.*experts cannot be kept whole: .*type object"):
         rewrite(model, (torch.randn(2, 6, 8),), to="identity")
+
+
+def test_a_kept_module_with_weight_normalisation_is_rebuilt() -> None:
+    """Weight normalisation swaps a module's class for one made at run time: a kept module
+    holding one is rebuilt from the class it had, with its parametrization registered again."""
+    torch.manual_seed(0)
+    model = KeepsWeightNormed()
+    x = torch.randn(2, 4, 7)
+    res = rewrite(model, (x,), to="identity")
+    assert "_parametrized(" in res.source and res.kept == ["inner"], (res.kept, res.source)
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training
