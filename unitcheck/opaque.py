@@ -3,11 +3,11 @@
 A module whose forward branches on its data cannot be one static graph: an MoE layer that loops
 over the experts a batch hit (DBRX, Switch) holds a different number of calls for every batch. The
 rest of the model can still be regenerated around it. While :func:`kept` is active, each call of a
-kept module is one op, ``unitcheck::module_call``; the sizes of its results come from one eager
-run of the model on the example (each result size that equals a size of the call's tensors
-follows that size). Code generation writes the op back as a call of the module
+kept module is one op, ``unitcheck::module_call``; the sizes of its results come from an eager
+run of the model on the example in each mode (each result size that equals a size of the call's
+tensors follows that size). Code generation writes the op back as a call of the module
 (``self.blocks[0].ffn.experts(h, idx, w)``), and the generated module holds the module whole: its
-class, its plain attributes and its children (:func:`skeleton`), its weights in the state dict.
+class, its plain attributes and its children (:class:`Skeletons`), its weights in the state dict.
 """
 
 from __future__ import annotations
@@ -109,10 +109,11 @@ def module_call(path: str, template: str, ints: list[int], tensors: list[torch.T
                 sizes: list[int], layout: str) -> list[torch.Tensor]:
     """The kept module ``path`` called with the arguments ``template`` writes down; its result's
     tensors, flat (copies: an op's results may not alias its inputs)."""
-    module, forward = _MODULES.get(path), _FORWARDS.get(path)
-    if module is None or forward is None:
+    module = _MODULES.get(path)
+    if module is None:
         raise UnitcheckError(f"the kept module {path.partition(':')[2]} is no longer held: "
                              "a captured graph that calls it runs only while its model lives")
+    forward = _FORWARDS.get(path, module)  # the forward :func:`kept` replaced, while it is replaced
     args, kwargs = decode(json.loads(template), [int(i) for i in ints], list(tensors))
     out: list[torch.Tensor] = []
     _encode_out(forward(*args, **kwargs), out)
@@ -283,6 +284,7 @@ def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dic
         for module, key in patched:
             del module.forward
             _FORWARDS.pop(key, None)
+            _RECORDS.pop(key, None)
 
 
 # -- the module in generated code ---------------------------------------------------------------
