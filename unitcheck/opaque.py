@@ -215,10 +215,14 @@ def _record(model: nn.Module, paths: list[str],
     buffers = {b: b.detach().clone() for b in model.buffers()}
     try:
         with torch.random.fork_rng(), torch.no_grad():
+            args, kwargs = example
             for training in (False, True):
                 model.train(training)
-                args, kwargs = example
-                model(*args, **kwargs)
+                try:
+                    model(*args, **kwargs)
+                except Exception:  # noqa: BLE001 (a model that does not run in training mode on these
+                    if not training:  # inputs: FastSpeech2 wants labels; its training capture says so)
+                        raise
     finally:
         for h in handles:
             h.remove()
