@@ -909,3 +909,35 @@ class PenaltyLM(SplitKeyLM):
 
 def penalty_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(PenaltyLM)
+
+
+class AddsItsQuery(nn.Module):
+    """BLT's cross attention: its output already holds its query (``attn + q``)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.norm(q)) + q
+
+
+class ResidualTwiceLM(WrapperLM):
+    """The caller adds the query again: ``h + (attn(h) + h)``, two residual adds, one inside the
+    other's branch."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.cross = AddsItsQuery(cfg)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x = self.wte(idx)
+        for norm, block, residual in self.layers:  # type: ignore[misc]
+            x = residual(block(norm(x)), x)
+        x = x + self.cross(x)
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def residual_twice_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(ResidualTwiceLM)

@@ -32,6 +32,7 @@ from .pattern_models import (
     penalty_lm,
     prescaled_query_lm,
     query_position_lm,
+    residual_twice_lm,
     scaled_residual_lm,
     scaled_tokens_plus_positions_lm,
     scattered_topk_lm,
@@ -488,4 +489,16 @@ def test_an_exponential_of_parameters_alone_declares_them() -> None:
     res = rewrite(model, inputs)
     assert res.complete and infer_units(res.module, inputs).violations == []
     assert {"attn.lq1", "attn.lk1", "attn.lq2", "attn.lk2"} <= set(res.gct.declared)
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_a_residual_whose_branch_is_itself_a_residual() -> None:
+    """BLT's cross attention returns ``attn(h) + h`` and its caller adds ``h`` again. The inner
+    add is rewritten first; the outer one's branch is then the inner rewrite's result (the
+    rewrite used to build on the erased inner add: an internal error)."""
+    model, inputs = residual_twice_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 4, res.gct.unhandled
+    assert {"cross.alpha_mlp", "alpha_mlp"} <= set(res.gct.new_params), sorted(res.gct.new_params)
+    assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])

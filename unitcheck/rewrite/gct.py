@@ -183,6 +183,20 @@ def _submodule_branch(n: fx.Node, stream: fx.Node, here: str) -> bool:
                for m in _branch_nodes(n, stream))
 
 
+def _erased(node: fx.Node) -> bool:
+    return bool(getattr(node, "_erased", False))
+
+
+def _rewritten_branch(add: fx.Node) -> fx.Node | None:
+    """The branch of a residual add whose recorded branch an earlier rewrite replaced: of its
+    two operands, the one computed from the other."""
+    a, b = add.args[:2]
+    if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
+        return None
+    order = topo_index(add.graph)
+    return b if is_ancestor(a, b, order) else a if is_ancestor(b, a, order) else None
+
+
 def _later_parts(add: fx.Node, stream: fx.Node, here: str) -> tuple[fx.Node, list[fx.Node]]:
     """``(h + attn(ln h)) + mlp(ln h)``, as Cohere writes a parallel block: the outermost add
     and the branches added after the first, each computed from the stream."""
@@ -227,6 +241,12 @@ def residual_stream(ctx: RewriteContext) -> None:
     per_module = Counter(module_path(add) for add, _, _ in residuals)
     done = 0
     for add, _, branch in residuals:
+        if _erased(branch) and not _erased(add):  # the branch was itself a residual add, rewritten
+            branch = _rewritten_branch(add)  # type: ignore[assignment]  # (BLT: h + (attn(h) + h))
+        if _erased(add) or branch is None:
+            ctx.skip(module_path(add), f"residual add {add.name}: an earlier residual's rewrite took in its "
+                                       "operands, and which one is the stream is no longer clear")
+            continue
         # earlier rewrites replaced the stream operand: read it from the add as it is now
         stream = add.args[1] if add.args[0] is branch else add.args[0]
         root = stream_source(stream)  # type: ignore[arg-type]  # MiniMax's constant scaling is subsumed by alpha
