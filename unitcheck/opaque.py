@@ -356,6 +356,9 @@ class Skeletons:
         ref = _ref(v) if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)) else None
         if ref is not None:
             return f"_resolve({ref!r})"
+        owner = getattr(v, "__self__", None)  # a class's bound method (an autograd.Function's apply)
+        if isinstance(v, types.MethodType) and isinstance(owner, type) and _ref(owner) is not None:
+            return f"getattr(_resolve({_ref(owner)!r}), {v.__func__.__name__!r})"
         if id(v) in self._names:
             return self._names[id(v)]
         cls = _ref(type(v))

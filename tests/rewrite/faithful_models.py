@@ -754,20 +754,23 @@ class SelectsFrames(nn.Module):
 
 class _HitExperts(nn.Module):
     """DBRX's experts: a loop over the experts a batch hit (a branch on the routing), each
-    expert's tokens gathered, transformed, weighted and added back; dropout inside."""
+    expert's tokens gathered, transformed, weighted and added back; dropout inside, and routing
+    weights rounded by an ``autograd.Function`` held as an attribute (as I-BERT holds its
+    quantiser's ``apply``)."""
 
     def __init__(self, d: int, n: int) -> None:
         super().__init__()
         self.n_experts = n
         self.w = nn.Parameter(torch.randn(n, d, d) / d**0.5)
         self.drop = nn.Dropout(0.1)
+        self.quantise = RoundThrough.apply
 
     def forward(self, h: torch.Tensor, expert: torch.Tensor, weight: torch.Tensor, **options: Any) -> torch.Tensor:
         out = torch.zeros_like(h)
         hit = torch.bincount(expert, minlength=self.n_experts).nonzero()
         for e in hit:
             tokens = torch.where(expert == e[0])[0]
-            out.index_add_(0, tokens, self.drop(h[tokens] @ self.w[e[0]]) * weight[tokens, None])
+            out.index_add_(0, tokens, self.drop(h[tokens] @ self.w[e[0]]) * self.quantise(weight[tokens, None], 64.0))
         return out
 
 
