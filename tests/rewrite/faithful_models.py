@@ -4,6 +4,7 @@ relative to the input's dtype, a mask at the dtype's limit, batch-norm statistic
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -752,16 +753,25 @@ class SelectsFrames(nn.Module):
         return kept.sum(0)
 
 
+@dataclass
+class ExpertsConfig:
+    """A config object the experts modules share (as HF modules share their model's config)."""
+
+    width: int = 8
+    n_experts: int = 4
+
+
 class _HitExperts(nn.Module):
     """DBRX's experts: a loop over the experts a batch hit (a branch on the routing), each
     expert's tokens gathered, transformed, weighted and added back; dropout inside, and routing
     weights rounded by an ``autograd.Function`` held as an attribute (as I-BERT holds its
     quantiser's ``apply``)."""
 
-    def __init__(self, d: int, n: int) -> None:
+    def __init__(self, config: ExpertsConfig) -> None:
         super().__init__()
-        self.n_experts = n
-        self.w = nn.Parameter(torch.randn(n, d, d) / d**0.5)
+        self.config = config
+        self.n_experts = n = config.n_experts
+        self.w = nn.Parameter(torch.randn(n, config.width, config.width) / config.width**0.5)
         self.drop = nn.Dropout(0.1)
         self.quantise = RoundThrough.apply
 
@@ -775,22 +785,24 @@ class _HitExperts(nn.Module):
 
 
 class LoopsOverExperts(nn.Module):
-    """A router and its experts in a residual block: the experts module cannot be one graph
-    (its loop's length is the number of experts a batch hit); the rest can."""
+    """Two blocks of a router and its experts: an experts module cannot be one graph (its
+    loop's length is the number of experts a batch hit); the rest can."""
 
     def __init__(self, d: int = 8, n: int = 4, options: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.router = nn.Linear(d, n)
-        self.experts = _HitExperts(d, n)
+        config = ExpertsConfig(d, n)
+        self.routers = nn.ModuleList([nn.Linear(d, n) for _ in range(2)])
+        self.experts = nn.ModuleList([_HitExperts(config) for _ in range(2)])
         self.norm = nn.LayerNorm(d)
         self.drop = nn.Dropout(0.1)
         self.options = options or {}  # passed to the experts
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm(x).flatten(0, 1)
-        probs = self.router(h).softmax(-1)
-        weight, expert = probs.max(-1)
-        return x + self.drop(self.experts(h, expert, weight, **self.options).view_as(x))
+        for router, experts in zip(self.routers, self.experts, strict=True):
+            h = self.norm(x).flatten(0, 1)
+            weight, expert = router(h).softmax(-1).max(-1)
+            x = x + self.drop(experts(h, expert, weight, **self.options).view_as(x))
+        return x
 
 
 class _PadsByValue(nn.Module):

@@ -668,8 +668,11 @@ def test_a_submodule_that_branches_on_its_data_is_kept_whole(tmp_path: Path) -> 
     model = LoopsOverExperts()
     x = torch.randn(2, 6, 8)
     res = rewrite(model, (x,), to="identity")
-    assert ".experts(" in res.source and "_HitExperts" in res.source, res.source
+    assert res.kept == ["experts.0", "experts.1"] and res.source.count("faithful_models:_HitExperts'") == 2, res.source
     assert any("kept whole" in n and "_HitExperts" in n for n in res.notes), res.notes
+    assert res.source.count("= _object(") == 1  # the config they share is built once and shared
+    made = [getattr(res.module.experts, i) for i in "01"]
+    assert made[0].config is made[1].config == model.experts[0].config
     other = torch.randn(3, 11, 8) * 3  # other sizes and other experts hit
     for inputs in ((x,), (other,)):
         for training in (False, True):
@@ -684,7 +687,7 @@ def test_a_module_whose_call_cannot_be_written_down_is_not_kept() -> None:
     """Generated code must pass the kept module what the model passes it: an argument it cannot
     write down (an object) leaves the capture's failure standing, with the reason beside it."""
     model = LoopsOverExperts(options={"cache": object()})
-    with pytest.raises(TraceError, match=r"data-dependent branch.*experts cannot be kept whole: .*type object"):
+    with pytest.raises(TraceError, match=r"data-dependent branch.*experts.0 cannot be kept whole: .*type object"):
         rewrite(model, (torch.randn(2, 6, 8),), to="identity")
 
 
