@@ -592,14 +592,14 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
 # why a rewrite stage did not succeed, from its one-line reason: (kind, pattern), first match wins
 _WHY = (
     ("the model sets its own state on its first call (its next call computes another graph)", "sets its own state"),
-    ("the model branches in Python on values computed from its weights or float inputs (a loop over the "
-     "experts a batch hit, keypoints above a score): a graph holds one path", "with real values, a branch on a"),
+    ("the model's own forward branches in Python on values computed from its weights or float inputs (EoMT's "
+     "mask annealing, FastSpeech2's length regulator): a graph holds one path", "with real values, a branch on a"),
     ("the model branches on a random draw that the capture cannot turn into a layer drop (not a uniform draw "
      "compared with a constant, or its two paths do not align)", "branch on a random draw"),
     ("export with real values, which would decide a branch on an input's sizes or masks, fails in torch "
      "(a fake kernel it cannot infer, a size it cannot solve for)", "with real values, "),
-    ("the model branches in Python on tensor values (a loop over the experts a batch hit, a random draw's "
-     "path, a check of activations or of an input's values)", "data-dependent branch"),
+    ("the model's own forward branches in Python on tensor values (a random draw's path, a check of "
+     "activations or of an input's values)", "data-dependent branch"),
     ("the capture fails (an operator or a size export cannot follow)", "cannot trace"),
     ("the type is not built on the CPU (too large at the small size, or its config)", "cannot build"),
     ("the example inputs do not fit the model (a limit of the input builder)", "on its own example inputs"),
@@ -625,9 +625,11 @@ def failure_kinds(store: dict[str, Any], stage: str) -> list[tuple[str, list[str
 
 def _why_section(store: dict[str, Any]) -> list[str]:
     lines = ["## Why a rewrite did not succeed", "",
-             "From each failure's one-line reason (the full reason is in the type's row). A rewrite refuses "
-             "a model whose Python branches on tensor values that vary from call to call: a graph holds one "
-             "path, so the generated module would compute the example's path for every input.", ""]
+             "From each failure's one-line reason (the full reason is in the type's row). A submodule whose "
+             "Python branches on tensor values that vary from call to call (an MoE layer looping over the "
+             "experts a batch hit) is kept whole, and the generated module calls it; a rewrite refuses a "
+             "model whose own forward branches so: a graph holds one path, so the generated module would "
+             "compute the example's path for every input.", ""]
     for stage, title in (("identity", "null rewrite"), ("rewrite", "GCT rewrite")):
         kinds = failure_kinds(store, stage)
         lines += [f"| {title}: why | types |", "| --- | --- |"]

@@ -209,11 +209,11 @@ def test_failed_rewrites_are_grouped_by_why() -> None:
     }}
     kinds = zoo.failure_kinds(store, "identity")
     assert [(k.split(" (")[0].split(":")[0], types) for k, types in kinds] == [
-        ("the model branches in Python on tensor values", ["a", "b"]),
+        ("the model's own forward branches in Python on tensor values", ["a", "b"]),
         ("export with real values, which would decide a branch on an input's sizes or masks, fails in torch", ["i"]),
         ("regenerated, but not equal bit for bit", ["d"]),  # equal counts: by name
         ("the capture fails", ["c"]),
-        ("the model branches in Python on values computed from its weights or float inputs", ["h"]),
+        ("the model's own forward branches in Python on values computed from its weights or float inputs", ["h"]),
         ("the stage ran past its time limit", ["g"]),  # not "leaves violations"
     ]
     assert [types for _, types in zoo.failure_kinds(store, "rewrite")] == [["a"], ["e"]]
