@@ -209,8 +209,17 @@ def _record(model: nn.Module, paths: list[str],
                             "shapes": [list(t.shape) for t in tensors]})))
         return record
 
+    def hooked(path: str) -> Any:
+        def check(m: nn.Module, args: tuple[Any, ...]) -> None:
+            inner = next((name for name, sub in m.named_modules() if sub is not m
+                          and (sub._forward_hooks or sub._forward_pre_hooks)), None)
+            if inner is not None:  # transformers records hidden states so: kept whole, they would not be
+                problems.append(f"{path}: a hook on its submodule {inner} (outputs recorded by hooks)")
+        return check
+
     modules = dict(model.named_modules())
     handles = [modules[p].register_forward_hook(hook(p), with_kwargs=True) for p in paths]
+    handles += [modules[p].register_forward_pre_hook(hooked(p)) for p in paths]
     flags = {m: m.training for m in model.modules()}
     buffers = {b: b.detach().clone() for b in model.buffers()}
     try:
@@ -232,8 +241,8 @@ def _record(model: nn.Module, paths: list[str],
             for b, v in buffers.items():
                 b.copy_(v)
     if problems:
-        raise Unkeepable(f"{problems[0].split(':')[0]} cannot be kept whole: generated code could not write "
-                         f"down {problems[0].split(': ', 1)[1]}")
+        raise Unkeepable(f"{problems[0].split(':')[0]} cannot be kept whole: generated code could not hold "
+                         f"{problems[0].split(': ', 1)[1]}")
     return calls
 
 

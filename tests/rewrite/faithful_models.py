@@ -788,8 +788,9 @@ class LoopsOverExperts(nn.Module):
     """Two blocks of a router and its experts: an experts module cannot be one graph (its
     loop's length is the number of experts a batch hit); the rest can."""
 
-    def __init__(self, d: int = 8, n: int = 4, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, d: int = 8, n: int = 4, options: dict[str, Any] | None = None, records: bool = False) -> None:
         super().__init__()
+        self.records = records  # the experts' inner outputs, by hooks for the call (as transformers does)
         config = ExpertsConfig(d, n)
         self.routers = nn.ModuleList([nn.Linear(d, n) for _ in range(2)])
         self.experts = nn.ModuleList([_HitExperts(config) for _ in range(2)])
@@ -797,12 +798,17 @@ class LoopsOverExperts(nn.Module):
         self.drop = nn.Dropout(0.1)
         self.options = options or {}  # passed to the experts
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        seen: list[torch.Tensor] = []
+        hooks = [e.drop.register_forward_hook(lambda m, a, out: seen.append(out)) for e in self.experts] \
+            if self.records else []
         for router, experts in zip(self.routers, self.experts, strict=True):
             h = self.norm(x).flatten(0, 1)
             weight, expert = router(h).softmax(-1).max(-1)
             x = x + self.drop(experts(h, expert, weight, **self.options).view_as(x))
-        return x
+        for hook in hooks:
+            hook.remove()
+        return (x, seen) if self.records else x
 
 
 class _PadsByValue(nn.Module):

@@ -701,3 +701,12 @@ def test_a_kept_module_with_weight_normalisation_is_rebuilt() -> None:
     assert "_parametrized(" in res.source and res.kept == ["inner"], (res.kept, res.source)
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == [], training
+
+
+def test_a_module_whose_inner_outputs_are_recorded_by_hooks_is_not_kept() -> None:
+    """transformers records hidden states with hooks it puts on layers for the call: kept whole,
+    a module's layers would not run in the capture and the record would be empty (XCodec's
+    ``torch.stack`` of none). The capture's failure stands, with that reason."""
+    model = LoopsOverExperts(records=True)
+    with pytest.raises(TraceError, match=r"experts.0 cannot be kept whole: .*hook on its submodule drop"):
+        rewrite(model, (torch.randn(2, 6, 8),), to="identity")
