@@ -315,6 +315,25 @@ def _ref(obj: Any) -> str | None:
         return None
 
 
+_WIDTH = 110  # generated lines longer than this are laid out one argument per line
+
+
+def _call(name: str, args: list[str], indent: int) -> str:
+    flat = f"{name}({', '.join(args)})"
+    if indent + len(flat) <= _WIDTH and "\n" not in flat:
+        return flat
+    pad = " " * (indent + 4)
+    return f"{name}(\n" + "".join(f"{pad}{a},\n" for a in args) + " " * indent + ")"
+
+
+def _mapping(pairs: list[tuple[str, str]], indent: int) -> str:
+    flat = "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+    if indent + len(flat) <= _WIDTH and "\n" not in flat:
+        return flat
+    pad = " " * (indent + 4)
+    return "{\n" + "".join(f"{pad}{k}: {v},\n" for k, v in pairs) + " " * indent + "}"
+
+
 class Skeletons:
     """Expressions that build kept modules again without weights: each module's class, plain
     attributes and children (the generated ``__init__`` then registers the weights). An object
@@ -325,24 +344,28 @@ class Skeletons:
         self.definitions: list[str] = []  # "name = expression", in dependency order
         self._names: dict[int, str] = {}
 
-    def module(self, module: nn.Module, where: str) -> str:
+    def module(self, module: nn.Module, where: str, indent: int = 8) -> str:
+        """``module`` rebuilt, as an expression laid out for a line indented by ``indent``."""
         parametrized = parametrize.is_parametrized(module)  # weight_norm: its class is made at run time
         cls = _ref(type(module).__bases__[0] if parametrized else type(module))
         if cls is None:
             raise UnitcheckError(f"generated code cannot import {type(module).__qualname__}, the class of the "
                                  f"kept module {where}")
-        attrs = {k: v for k, v in vars(module).items() if k not in _MODULE_STATE or k == "training"}
-        body = ", ".join(f"{k!r}: {self.value(v, f'{where}.{k}')}" for k, v in attrs.items())
-        children = ", ".join(f"{k!r}: {'None' if c is None else self.module(c, f'{where}.{k}')}"
-                             for k, c in module._modules.items() if not (parametrized and k == "parametrizations"))
+        attrs = [(repr(k), self.value(v, f"{where}.{k}")) for k, v in vars(module).items()
+                 if k not in _MODULE_STATE or k == "training"]
+        children = [(repr(k), "None" if c is None else self.module(c, f"{where}.{k}", indent + 8))
+                    for k, c in module._modules.items() if not (parametrized and k == "parametrizations")]
         unset = [[k for k, v in module._parameters.items() if v is None],  # an absent bias, for one
                  [k for k, v in module._buffers.items() if v is None]]
-        made = f"_instance({cls!r}, {{{body}}}, {{{children}}}{f', {unset!r}' if unset != [[], []] else ''})"
+        args = [repr(cls), _mapping(attrs, indent + 4), _mapping(children, indent + 4)]
+        made = _call("_instance", args + ([repr(unset)] if unset != [[], []] else []), indent)
         for name, chain in (module.parametrizations.items() if parametrized else []):  # type: ignore[union-attr,operator]
             with torch.no_grad():
                 value = getattr(module, name)
-            steps = ", ".join(self.module(p, f"{where}.parametrizations.{name}.{i}") for i, p in enumerate(chain))
-            made = f"_parametrized({made}, {name!r}, {tuple(value.shape)!r}, {value.dtype}, [{steps}])"
+            steps = ", ".join(self.module(p, f"{where}.parametrizations.{name}.{i}", indent + 4)
+                              for i, p in enumerate(chain))
+            made = _call("_parametrized", [made, repr(name), repr(tuple(value.shape)), str(value.dtype), f"[{steps}]"],
+                         indent)
         return made
 
     def value(self, v: Any, where: str) -> str:
@@ -372,9 +395,9 @@ class Skeletons:
             return self._names[id(v)]
         cls = _ref(type(v))
         if cls is not None and hasattr(v, "__dict__") and not isinstance(v, (nn.Module, torch.Tensor)):
-            attrs = ", ".join(f"{k!r}: {self.value(x, f'{where}.{k}')}" for k, x in vars(v).items())
+            attrs = [(repr(k), self.value(x, f"{where}.{k}")) for k, x in vars(v).items()]
             name = f"{type(v).__name__.lower()}_{len(self.definitions)}"
-            self.definitions.append(f"{name} = _object({cls!r}, {{{attrs}}})")
+            self.definitions.append(f"{name} = {_call('_object', [repr(cls), _mapping(attrs, 12)], 8)}")
             self._names[id(v)] = name
             return name
         raise UnitcheckError(f"generated code cannot hold the kept module's attribute {where} "

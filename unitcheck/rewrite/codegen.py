@@ -637,7 +637,7 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
     imports += _op_imports(list(gen.graphs.values()))
     draws = len([name for name in gen.graphs if name not in _FORWARDS])
     skeletons = opaque.Skeletons()
-    kept = [f"        _kept(self, {name!r}, {skeletons.module(m, name)})" for name, m in _kept_modules(gen.root)]
+    kept = [f"        _kept(self, {name!r}, {skeletons.module(m, name, 8)})" for name, m in _kept_modules(gen.root)]
     shapes = [f"        {line}" for line in skeletons.definitions] + kept
     for name, p in gen.root.named_parameters():
         frozen = "" if p.requires_grad else ", requires_grad=False"
