@@ -312,6 +312,23 @@ def _module_casts_kept() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _distribution_checks_off() -> Iterator[None]:
+    """``torch.distributions`` checks a distribution's parameters when it is built (BLT's patcher
+    builds a ``Categorical`` from its logits on every call): ``constraint.check(v).all()``, a
+    branch on values that export cannot follow, which only raises for invalid parameters. While
+    captured the checks are off, as ``Distribution.set_default_validate_args(False)`` turns them
+    off; the graph computes what the model computes for valid parameters."""
+    from torch.distributions import Distribution
+
+    saved = Distribution._validate_args
+    Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(saved)
+
+
+@contextlib.contextmanager
 def _data_as_detach() -> Iterator[None]:
     """``weight.data.clamp_(...)`` in ``forward`` (Gemma 3n clips its AltUp coefficients in
     training mode): ``.data`` makes an alias autograd does not see, which export lifts as a fake
@@ -1372,7 +1389,7 @@ def trace(
     changes: list[str] = []
     after: dict[tuple[str, str], Any] = {}
     rng = _host_rng_states()
-    with _python_state_kept(model, changes, after), _module_casts_kept():
+    with _python_state_kept(model, changes, after), _module_casts_kept(), _distribution_checks_off():
         g = _trace(model, example_inputs, method, dynamic, lower_op, training)
     g.host_draws = [name for name, state in _host_rng_states().items() if state != rng[name]]
     if g.host_draws:

@@ -835,3 +835,15 @@ class KeepsWeightNormed(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         length = (x.abs().sum(1) > 0).sum(-1)  # from float data: export cannot decide the branch
         return self.out(self.inner(x, length).transpose(1, 2))
+
+
+class EntropyPatcher(nn.Module):
+    """BLT's patcher in small: the entropy of a ``Categorical`` built from logits on every call
+    (whose parameter check is a branch on the logits' values)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.distributions.Categorical(logits=self.lin(x)).entropy().unsqueeze(-1)

@@ -35,6 +35,7 @@ from .faithful_models import (
     DropsAcross,
     DropsLayers,
     DropsLowered,
+    EntropyPatcher,
     GroupedExperts,
     KeepsWeightNormed,
     LateField,
@@ -710,3 +711,15 @@ def test_a_module_whose_inner_outputs_are_recorded_by_hooks_is_not_kept() -> Non
     model = LoopsOverExperts(records=True)
     with pytest.raises(TraceError, match=r"experts.0 cannot be kept whole: .*hook on its submodule drop"):
         rewrite(model, (torch.randn(2, 6, 8),), to="identity")
+
+
+def test_a_distributions_parameter_check_is_not_a_branch_of_the_graph() -> None:
+    """``Categorical(logits=...)`` checks its logits when built (a branch on their values, which
+    export cannot follow): captured with the checks off, the model regenerates, equal."""
+    torch.manual_seed(0)
+    model, x = EntropyPatcher(), torch.randn(2, 6, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert res.kept == []
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training
+    assert torch.distributions.Distribution._validate_args  # the default is back after the capture
