@@ -126,6 +126,9 @@ def _module_call_fake(path: str, template: str, ints: list[int], tensors: list[t
     spec = json.loads(layout)
     device = next((t.device for t in tensors if t is not None), torch.device("cpu"))
     floats = _float_dtype(tensors)
+    free: dict[int, Any] = {}  # the sizes the module decides (see _sizes), one symbol each
+    ctx = torch.library.get_ctx()
+    sizes = [free.setdefault(s, ctx.new_dynamic_size()) if isinstance(s, int) and s < 0 else s for s in sizes]
     out, at = [], 0
     for rank, dtype in zip(spec["ranks"], spec["dtypes"], strict=True):
         out.append(torch.empty(sizes[at:at + rank], dtype=floats if dtype == _FLOAT else getattr(torch, dtype),
@@ -248,14 +251,21 @@ def _record(model: nn.Module, paths: list[str],
 
 def _sizes(call: Call, record: _Record) -> list[Any]:
     """The result's sizes, each as the first size of the call's tensors that equals it on the
-    example (so that it follows that size), else the example's."""
+    example (so that it follows that size). A size equal to none (SuperPoint's count of
+    keypoints above a score) is the module's to decide: ``-1 - k`` for the k-th such example
+    value, which the op's fake makes a size of its own (one per value, shared by the results
+    that have it); 0 and 1 stay literal."""
     spec = json.loads(record.layout)
     known = [(i, j, d) for i, shape in enumerate(record.inputs) for j, d in enumerate(shape)]
+    free: dict[int, int] = {}
     out: list[Any] = []
     for shape in spec["shapes"]:
         for d in shape:
             match = next(((i, j) for i, j, e in known if e == d and call.tensors[i] is not None), None)
-            out.append(int(d) if match is None else call.tensors[match[0]].shape[match[1]])  # type: ignore[union-attr]
+            if match is not None:
+                out.append(call.tensors[match[0]].shape[match[1]])  # type: ignore[union-attr]
+            else:
+                out.append(int(d) if d <= 1 else -1 - free.setdefault(int(d), len(free)))
     return out
 
 

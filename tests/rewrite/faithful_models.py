@@ -847,3 +847,34 @@ class EntropyPatcher(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * torch.distributions.Categorical(logits=self.lin(x)).entropy().unsqueeze(-1)
+
+
+class _AboveScore(nn.Module):
+    """SuperPoint's keypoint decoder in small: the rows whose score is positive (how many, only
+    the values say), and a branch on that count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score = nn.Linear(8, 1)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        s = self.score(h).squeeze(-1)
+        kept = h[s > 0] * s[s > 0, None]
+        if kept.shape[0] == 0:
+            return h[:1]
+        return kept
+
+
+class KeepsAboveScore(nn.Module):
+    """A kept module whose result's size none of its arguments' sizes gives: the generated module
+    must take the size its call returns, not the example's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.select = _AboveScore()
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kept = self.select(self.proj(x).flatten(0, 1))
+        return self.out(kept).mean(0) * kept.shape[0]

@@ -37,6 +37,7 @@ from .faithful_models import (
     DropsLowered,
     EntropyPatcher,
     GroupedExperts,
+    KeepsAboveScore,
     KeepsWeightNormed,
     LateField,
     LogSumExpSink,
@@ -723,3 +724,20 @@ def test_a_distributions_parameter_check_is_not_a_branch_of_the_graph() -> None:
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == [], training
     assert torch.distributions.Distribution._validate_args  # the default is back after the capture
+
+
+def test_a_size_only_the_kept_module_decides_follows_its_call() -> None:
+    """How many rows a kept module returns may be its own to decide (keypoints above a score):
+    the capture gives that size a symbol of its own, so the generated module computes with the
+    count its call returns, not the example's. (An example count of 0 or 1 is taken for a fixed
+    size, as a broadcast dimension is: the example here keeps several rows.)"""
+    torch.manual_seed(4)
+    model = KeepsAboveScore()
+    x, other = torch.randn(2, 6, 8), torch.randn(3, 7, 8)
+    counts = [int((model.select.score(model.proj(t).flatten(0, 1)) > 0).sum()) for t in (x, other)]
+    assert 1 < counts[0] != counts[1], counts
+    res = rewrite(model, (x,), to="identity")
+    assert res.kept == ["select"]
+    for inputs in ((x,), (other,)):
+        for training in (False, True):
+            assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)
