@@ -128,7 +128,10 @@ def _module_call_fake(path: str, template: str, ints: list[int], tensors: list[t
     floats = _float_dtype(tensors)
     free: dict[int, Any] = {}  # the sizes the module decides (see _sizes), one symbol each
     ctx = torch.library.get_ctx()
-    sizes = [free.setdefault(s, ctx.new_dynamic_size()) if isinstance(s, int) and s < 0 else s for s in sizes]
+    for s in sizes:
+        if isinstance(s, int) and s < 0 and s not in free:
+            free[s] = ctx.new_dynamic_size()
+    sizes = [free[s] if isinstance(s, int) and s < 0 else s for s in sizes]
     out, at = [], 0
     for rank, dtype in zip(spec["ranks"], spec["dtypes"], strict=True):
         out.append(torch.empty(sizes[at:at + rank], dtype=floats if dtype == _FLOAT else getattr(torch, dtype),

@@ -857,12 +857,12 @@ class _AboveScore(nn.Module):
         super().__init__()
         self.score = nn.Linear(8, 1)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         s = self.score(h).squeeze(-1)
         kept = h[s > 0] * s[s > 0, None]
         if kept.shape[0] == 0:
-            return h[:1]
-        return kept
+            return h[:1], s[:1]
+        return kept, s[s > 0]  # two results of the one count
 
 
 class KeepsAboveScore(nn.Module):
@@ -876,5 +876,5 @@ class KeepsAboveScore(nn.Module):
         self.out = nn.Linear(8, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kept = self.select(self.proj(x).flatten(0, 1))
-        return self.out(kept).mean(0) * kept.shape[0]
+        kept, scores = self.select(self.proj(x).flatten(0, 1))
+        return self.out(kept * scores[:, None]).mean(0) * kept.shape[0]
