@@ -5,7 +5,7 @@ over the experts a batch hit (DBRX, Switch) holds a different number of calls fo
 rest of the model can still be regenerated around it. While :func:`kept` is active, each call of a
 kept module is one op, ``unitcheck::module_call``; the sizes of its results come from an eager
 run of the model on the example in each mode (each result size that equals a size of the call's
-tensors follows that size). Code generation writes the op back as a call of the module
+tensors follows that size; any other is a size of the module's own). Code generation writes the op back as a call of the module
 (``self.blocks[0].ffn.experts(h, idx, w)``), and the generated module holds the module whole: its
 class, its plain attributes and its children (:class:`Skeletons`), its weights in the state dict.
 """
