@@ -252,12 +252,12 @@ def _record(model: nn.Module, paths: list[str],
     return calls
 
 
-def _sizes(call: Call, record: _Record) -> list[Any]:
+def _sizes(call: Call, record: _Record, fixed: bool) -> list[Any]:
     """The result's sizes, each as the first size of the call's tensors that equals it on the
     example (so that it follows that size). A size equal to none (SuperPoint's count of
     keypoints above a score) is the module's to decide: ``-1 - k`` for the k-th such example
     value, which the op's fake makes a size of its own (one per value, shared by the results
-    that have it); 0 and 1 stay literal."""
+    that have it); 0 and 1 stay literal, and so does every such size when ``fixed``."""
     spec = json.loads(record.layout)
     known = [(i, j, d) for i, shape in enumerate(record.inputs) for j, d in enumerate(shape)]
     free: dict[int, int] = {}
@@ -268,18 +268,18 @@ def _sizes(call: Call, record: _Record) -> list[Any]:
             if match is not None:
                 out.append(call.tensors[match[0]].shape[match[1]])  # type: ignore[union-attr]
             else:
-                out.append(int(d) if d <= 1 else -1 - free.setdefault(int(d), len(free)))
+                out.append(int(d) if d <= 1 or fixed else -1 - free.setdefault(int(d), len(free)))
     return out
 
 
-def _kept_forward(key: str) -> Any:
+def _kept_forward(key: str, fixed: bool) -> Any:
     count = itertools.count()
 
     def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
         records = _RECORDS[key][self.training] or _RECORDS[key][not self.training]
         record = records[next(count) % len(records)]
         call = Call(args, kwargs)
-        outs = torch.ops.unitcheck.module_call(key, call.template, call.ints, call.tensors, _sizes(call, record),
+        outs = torch.ops.unitcheck.module_call(key, call.template, call.ints, call.tensors, _sizes(call, record, fixed),
                                                record.layout)
         return _decode_out(json.loads(record.layout)["out"], outs)
 
@@ -287,8 +287,10 @@ def _kept_forward(key: str) -> Any:
 
 
 @contextlib.contextmanager
-def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dict[str, Any]]) -> Iterator[None]:
-    """While active, the modules ``paths`` of ``model`` are each one ``module_call`` op."""
+def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dict[str, Any]],
+         fixed: bool = False) -> Iterator[None]:
+    """While active, the modules ``paths`` of ``model`` are each one ``module_call`` op (the sizes
+    of their results that no argument gives are the example's when ``fixed``)."""
     if not paths:
         yield
         return
@@ -302,7 +304,7 @@ def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dic
         if not any(records[path].values()):
             continue  # not called on the example: nothing to keep
         _MODULES[key], _FORWARDS[key], _RECORDS[key] = module, module.forward, records[path]
-        module.forward = types.MethodType(_kept_forward(key), module)  # type: ignore[method-assign]
+        module.forward = types.MethodType(_kept_forward(key, fixed), module)  # type: ignore[method-assign]
         patched.append((module, key))
     try:
         yield

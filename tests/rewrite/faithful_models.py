@@ -878,3 +878,29 @@ class KeepsAboveScore(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         kept, scores = self.select(self.proj(x).flatten(0, 1))
         return self.out(kept * scores[:, None]).mean(0) * kept.shape[0]
+
+
+class _HalvesWhenLoud(nn.Module):
+    """Keeps every other step when the input is loud (a branch on its values)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.abs().mean() > 0.1:
+            return x[:, ::2]
+        return x[:, ::2] * 0.5
+
+
+class BranchesOnAKeptSize(nn.Module):
+    """The model's own forward branches on the length a kept module returns (half its input's,
+    which none of its arguments' sizes is): with a size of its own the capture cannot follow
+    that branch, so the example's length is taken, and the notes say so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.halve = _HalvesWhenLoud()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.halve(self.lin(x))
+        if h.shape[1] > 3:
+            h = h[:, :3]
+        return h.sum(1)

@@ -24,6 +24,7 @@ from unitcheck.tracer import TraceError, trace
 from .faithful_models import (
     ROUNDING_KERNELS,
     AssertsNoNaN,
+    BranchesOnAKeptSize,
     ClampsItsInput,
     ClampsItsWeight,
     ClampsNonFinite,
@@ -741,3 +742,17 @@ def test_a_size_only_the_kept_module_decides_follows_its_call() -> None:
     for inputs in ((x,), (other,)):
         for training in (False, True):
             assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)
+
+
+def test_a_kept_size_the_model_branches_on_is_the_examples() -> None:
+    """Where a size a kept module decides cannot stay its own (the model branches on it, or
+    computes with it in a way export cannot follow: Encodec's convolutions' lengths), the capture
+    takes the example's and says so; the generated module is equal at the example's sizes."""
+    from unitcheck.tracer import SIZES_FIXED
+
+    torch.manual_seed(0)
+    model, x = BranchesOnAKeptSize(), torch.randn(2, 9, 4)
+    res = rewrite(model, (x,), to="identity")
+    assert res.kept == ["halve"] and any(n.startswith(SIZES_FIXED) and "kept modules" in n for n in res.notes), res.notes
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training

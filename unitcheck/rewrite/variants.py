@@ -461,27 +461,46 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
     generator are captured as ops that draw (:mod:`unitcheck.host_draws`). A submodule whose
     forward branches on its data is kept whole (:mod:`unitcheck.opaque`): the generated module
     calls it."""
-    kept: list[str] = []
-    failed: TraceError | None = None  # the failure that made the last modules kept
-    while True:
+    first: TraceError | None = None
+    for fixed in (False, True):  # sizes kept modules decide: their own, else the example's
         try:
-            with opaque.kept(model, kept, normalise_inputs(example_inputs)):
-                res = _capture_paths(model, example_inputs)
+            res, kept = _capture_keeping(model, example_inputs, fixed)
         except TraceError as err:
-            more = opaque.owners(model, err, set(kept)) if "data-dependent" in str(err) else []
-            if not more or len(kept) >= _MAX_KEPT:
+            if fixed or not getattr(err, "kept", None):
                 raise
-            kept, failed = kept + more, err
+            first = err
             continue
-        except opaque.Unkeepable as why:
-            assert failed is not None
-            raise TraceError(f"{failed}; {why}", failed.location) from failed
         res.kept = kept
         if kept:
             classes = sorted({type(m).__name__ for name, m in model.named_modules() if name in kept})
             res.notes.append(f"{len(kept)} module(s) of class {', '.join(classes)} branch on their data and are kept "
                              f"whole: the generated module calls them ({', '.join(kept[:3])}{'...' if len(kept) > 3 else ''})")
+        if fixed:
+            res.notes.append(f"{SIZES_FIXED}: the sizes of the kept modules' results that none of their arguments' "
+                             "sizes gives (with sizes of their own, the capture failed: "
+                             f"{str(first).splitlines()[0][:160]}): other inputs may need other sizes there")
         return res
+    raise AssertionError("unreachable")
+
+
+def _capture_keeping(model: nn.Module, example_inputs: Any, fixed: bool) -> tuple[Captures, list[str]]:
+    """Capture, keeping whole each submodule whose class's method raised a data-dependent
+    branch, until the capture succeeds; a failure carries the modules kept (``err.kept``)."""
+    kept: list[str] = []
+    failed: TraceError | None = None  # the failure that made the last modules kept
+    while True:
+        try:
+            with opaque.kept(model, kept, normalise_inputs(example_inputs), fixed):
+                return _capture_paths(model, example_inputs), kept
+        except TraceError as err:
+            more = opaque.owners(model, err, set(kept)) if "data-dependent" in str(err) else []
+            if not more or len(kept) >= _MAX_KEPT:
+                err.kept = kept  # type: ignore[attr-defined]
+                raise
+            kept, failed = kept + more, err
+        except opaque.Unkeepable as why:
+            assert failed is not None
+            raise TraceError(f"{failed}; {why}", failed.location) from failed
 
 
 _MAX_KEPT = 64  # kept modules before a capture gives up
