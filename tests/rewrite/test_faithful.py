@@ -720,11 +720,17 @@ def test_a_distributions_parameter_check_is_not_a_branch_of_the_graph() -> None:
     export cannot follow): captured with the checks off, the model regenerates, equal."""
     torch.manual_seed(0)
     model, x = EntropyPatcher(), torch.randn(2, 6, 8)
-    res = rewrite(model, (x,), to="identity")
+    distribution = torch.distributions.Distribution
+    before = distribution._validate_args  # (torch.compile turns the checks off for the process)
+    distribution.set_default_validate_args(True)
+    try:
+        res = rewrite(model, (x,), to="identity")
+        assert distribution._validate_args  # the default is back after the capture
+    finally:
+        distribution.set_default_validate_args(before)
     assert res.kept == []
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == [], training
-    assert torch.distributions.Distribution._validate_args  # the default is back after the capture
 
 
 def test_a_size_only_the_kept_module_decides_follows_its_call() -> None:
