@@ -17,12 +17,14 @@ import importlib
 import itertools
 import json
 import math
+import random
 import types
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
@@ -228,6 +230,7 @@ def _record(model: nn.Module, paths: list[str],
     handles += [modules[p].register_forward_pre_hook(hooked(p)) for p in paths]
     flags = {m: m.training for m in model.modules()}
     buffers = {b: b.detach().clone() for b in model.buffers()}
+    host = (random.getstate(), np.random.get_state())  # a model may draw from numpy (wav2vec2's LayerDrop)
     try:
         with torch.random.fork_rng(), torch.no_grad():
             args, kwargs = example
@@ -246,6 +249,8 @@ def _record(model: nn.Module, paths: list[str],
         with torch.no_grad():
             for b, v in buffers.items():
                 b.copy_(v)
+        random.setstate(host[0])
+        np.random.set_state(host[1])
     if problems:
         raise Unkeepable(f"{problems[0].split(':')[0]} cannot be kept whole: generated code could not hold "
                          f"{problems[0].split(': ', 1)[1]}")
