@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 import random
+import sys
 import types
 import weakref
 from collections.abc import Iterator
@@ -32,10 +33,10 @@ from torch.nn.utils import parametrize
 from .errors import UnitcheckError
 from .host_draws import Call, Unwritable, decode
 
-__all__ = ["OP", "Unkeepable", "kept", "owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
+__all__ = ["OP", "FUNCTION", "Unkeepable", "kept_function", "kept", "owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
 
 # path key ("<capture id>:<module path>") -> the module and its forward before :func:`kept`
-_MODULES: weakref.WeakValueDictionary[str, nn.Module] = weakref.WeakValueDictionary()
+_MODULES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()  # a module or a function
 _FORWARDS: dict[str, Any] = {}
 _RECORDS: dict[str, dict[bool, list[_Record]]] = {}  # by training mode
 _counter = itertools.count()
@@ -182,6 +183,28 @@ def owners(model: nn.Module, err: BaseException, already: set[str]) -> list[str]
                 cls = type(owner)
                 return [name for name, m in model.named_modules() if name and type(m) is cls and name not in already]
         cause = cause.__cause__ or cause.__context__
+    return _owning_function(model, err, already)
+
+
+FUNCTION = "fn:"  # a kept path that names a module-level function ("fn:<module>:<name>"), not a submodule
+
+
+def _owning_function(model: nn.Module, err: BaseException, already: set[str]) -> list[str]:
+    """The model library's module-level function whose body raised ``err`` (FastSpeech2's
+    ``length_regulator``, called from the model's own forward), innermost first."""
+    libraries = {type(m).__module__ for m in model.modules()}
+    tb = err.__cause__.__traceback__ if err.__cause__ is not None else err.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        module, name = frame.f_globals.get("__name__"), frame.f_code.co_name
+        fn = frame.f_globals.get(name)
+        path = f"{FUNCTION}{module}:{name}"
+        if module in libraries and isinstance(fn, types.FunctionType) and fn.__code__ is frame.f_code \
+                and path not in already:
+            return [path]
     return []
 
 
@@ -199,23 +222,33 @@ def _record(model: nn.Module, paths: list[str],
     calls: dict[str, dict[bool, list[_Record]]] = {p: {False: [], True: []} for p in paths}
     problems: list[str] = []
 
+    def note(path: str, training: bool, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        try:
+            call = Call(args, kwargs)
+            tensors: list[torch.Tensor] = []
+            template = _encode_out(out, tensors)
+            floats = _float_dtype(call.tensors)
+        except Unwritable as why:
+            problems.append(f"{path}: {why}")
+            return
+        calls[path][training].append(_Record(
+            [tuple(t.shape) if t is not None else () for t in call.tensors],
+            json.dumps({"out": template, "ranks": [t.dim() for t in tensors],
+                        "dtypes": [_FLOAT if t.dtype == floats else str(t.dtype).removeprefix("torch.")
+                                   for t in tensors],
+                        "shapes": [list(t.shape) for t in tensors]})))
+
     def hook(path: str) -> Any:
         def record(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-            try:
-                call = Call(args, kwargs)
-                tensors: list[torch.Tensor] = []
-                template = _encode_out(out, tensors)
-                floats = _float_dtype(call.tensors)
-            except Unwritable as why:
-                problems.append(f"{path}: {why}")
-                return
-            calls[path][m.training].append(_Record(
-                [tuple(t.shape) if t is not None else () for t in call.tensors],
-                json.dumps({"out": template, "ranks": [t.dim() for t in tensors],
-                            "dtypes": [_FLOAT if t.dtype == floats else str(t.dtype).removeprefix("torch.")
-                                       for t in tensors],
-                            "shapes": [list(t.shape) for t in tensors]})))
+            note(path, m.training, args, kwargs, out)
         return record
+
+    def recorded(path: str, fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            note(path, model.training, args, kwargs, out)
+            return out
+        return call
 
     def hooked(path: str) -> Any:
         def check(m: nn.Module, args: tuple[Any, ...]) -> None:
@@ -226,8 +259,12 @@ def _record(model: nn.Module, paths: list[str],
         return check
 
     modules = dict(model.named_modules())
-    handles = [modules[p].register_forward_hook(hook(p), with_kwargs=True) for p in paths]
-    handles += [modules[p].register_forward_pre_hook(hooked(p)) for p in paths]
+    submodules = [p for p in paths if not p.startswith(FUNCTION)]
+    handles = [modules[p].register_forward_hook(hook(p), with_kwargs=True) for p in submodules]
+    handles += [modules[p].register_forward_pre_hook(hooked(p)) for p in submodules]
+    functions = {p: _function(p) for p in paths if p.startswith(FUNCTION)}
+    for p, (owner, name, fn) in functions.items():
+        setattr(owner, name, recorded(p, fn))
     flags = {m: m.training for m in model.modules()}
     buffers = {b: b.detach().clone() for b in model.buffers()}
     host = (random.getstate(), np.random.get_state())  # a model may draw from numpy (wav2vec2's LayerDrop)
@@ -244,6 +281,8 @@ def _record(model: nn.Module, paths: list[str],
     finally:
         for h in handles:
             h.remove()
+        for owner, name, fn in functions.values():
+            setattr(owner, name, fn)
         for m, t in flags.items():
             m.training = t
         with torch.no_grad():
@@ -277,18 +316,33 @@ def _sizes(call: Call, record: _Record, fixed: bool) -> list[Any]:
     return out
 
 
-def _kept_forward(key: str, fixed: bool) -> Any:
+def _function(path: str) -> tuple[types.ModuleType, str, Any]:
+    module, _, name = path.removeprefix(FUNCTION).rpartition(":")
+    owner = sys.modules[module]
+    return owner, name, getattr(owner, name)
+
+
+def kept_function(path: str) -> Any:
+    """The function a kept path names (the model's, not a capture's replacement)."""
+    module, _, name = path.removeprefix(FUNCTION).rpartition(":")
+    return _resolve(f"{module}:{name}")
+
+
+def _kept_call(key: str, fixed: bool, training: Any) -> Any:
+    """The op's call in place of the kept module's forward or the kept function (``training()``:
+    the mode whose records size it)."""
     count = itertools.count()
 
-    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        records = _RECORDS[key][self.training] or _RECORDS[key][not self.training]
+    def call(*args: Any, **kwargs: Any) -> Any:
+        mode = bool(training())
+        records = _RECORDS[key][mode] or _RECORDS[key][not mode]
         record = records[next(count) % len(records)]
         call = Call(args, kwargs)
         outs = torch.ops.unitcheck.module_call(key, call.template, call.ints, call.tensors, _sizes(call, record, fixed),
                                                record.layout)
         return _decode_out(json.loads(record.layout)["out"], outs)
 
-    return forward
+    return call
 
 
 @contextlib.contextmanager
@@ -303,19 +357,31 @@ def kept(model: nn.Module, paths: list[str], example: tuple[tuple[Any, ...], dic
     capture = next(_counter)
     modules = dict(model.named_modules())
     patched = []
+    functions = []
     for path in paths:
         key = f"{capture}:{path}"
-        module = modules[path]
         if not any(records[path].values()):
             continue  # not called on the example: nothing to keep
+        if path.startswith(FUNCTION):
+            owner, name, fn = _function(path)
+            _MODULES[key], _FORWARDS[key], _RECORDS[key] = fn, fn, records[path]
+            setattr(owner, name, _kept_call(key, fixed, lambda: model.training))
+            functions.append((owner, name, fn, key))
+            continue
+        module = modules[path]
         _MODULES[key], _FORWARDS[key], _RECORDS[key] = module, module.forward, records[path]
-        module.forward = types.MethodType(_kept_forward(key, fixed), module)  # type: ignore[method-assign]
+        call = _kept_call(key, fixed, lambda m=module: m.training)
+        module.forward = types.MethodType(lambda _, *a, _call=call, **k: _call(*a, **k), module)  # type: ignore[method-assign]
         patched.append((module, key))
     try:
         yield
     finally:
         for module, key in patched:
             del module.forward
+            _FORWARDS.pop(key, None)
+            _RECORDS.pop(key, None)
+        for owner, name, fn, key in functions:
+            setattr(owner, name, fn)
             _FORWARDS.pop(key, None)
             _RECORDS.pop(key, None)
 

@@ -52,6 +52,7 @@ from .faithful_models import (
     PositionTable,
     Recurrent,
     ReflectPReLU,
+    RegulatesLength,
     Relative,
     RelativeTable,
     Resampling,
@@ -762,3 +763,18 @@ def test_a_kept_size_the_model_branches_on_is_the_examples() -> None:
     assert res.kept == ["halve"] and any(n.startswith(SIZES_FIXED) and "kept modules" in n for n in res.notes), res.notes
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == [], training
+
+
+def test_a_library_function_that_branches_on_its_data_is_kept_whole() -> None:
+    """A branch inside a module-level function of the model's library, called from the model's
+    own forward (FastSpeech2's ``length_regulator``): the function is kept whole, and the
+    generated module imports and calls it. Equal on an input whose durations differ."""
+    torch.manual_seed(0)
+    model = RegulatesLength()
+    x, other = torch.randn(6, 4), torch.randn(9, 4) * 2
+    res = rewrite(model, (x,), to="identity")
+    assert res.kept == ["fn:tests.rewrite.faithful_models:regulate"], res.kept
+    assert "import regulate" in res.source and "regulate(" in res.source.split("def forward", 1)[1]
+    for inputs in ((x,), (other,)):
+        for training in (False, True):
+            assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)

@@ -100,7 +100,7 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any])
     checks: list[tuple[Any, tuple[Any, ...]]] = []
     for node in traced.graph.find_nodes(op="call_function", target=opaque.OP):  # before its weights' leaves
         path = call_parts(node)[0]
-        if not _has(root, path):
+        if not path.startswith(opaque.FUNCTION) and not _has(root, path):
             module = copy.deepcopy(opaque.kept_module(node), memo)  # what kept modules share stays shared
             for m in module.modules():
                 m._non_persistent_buffers_set.clear()  # saved with the weights, as the generated module's own are
@@ -240,12 +240,16 @@ def _fetch(root: Any, name: str) -> Any:
 
 
 def _kept_calls(graph: fx.Graph) -> None:
-    """A kept module's op (:mod:`unitcheck.opaque`) is a call of the module again; each tensor
-    of its result is read from the module's result by the keys that lead to it."""
+    """A kept module's op (:mod:`unitcheck.opaque`) is a call of the module (or of the kept
+    function) again; each tensor of its result is read from the result by the keys that lead to
+    it."""
     for node in list(graph.find_nodes(op="call_function", target=opaque.OP)):
         path, args, kwargs, out = call_parts(node)
         with graph.inserting_before(node):
-            call = graph.call_module(path, args, kwargs)
+            if path.startswith(opaque.FUNCTION):  # a kept function of the model's library, imported by name
+                call = graph.call_function(opaque.kept_function(path), args, kwargs)
+            else:
+                call = graph.call_module(path, args, kwargs)
         call.meta.update({k: v for k, v in node.meta.items() if k != "val"})
         for user in list(node.users):
             keys = opaque.output_path(out, user.args[1]) if user.target is operator.getitem else None

@@ -472,7 +472,8 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
             continue
         res.kept = kept
         if kept:
-            classes = sorted({type(m).__name__ for name, m in model.named_modules() if name in kept})
+            classes = sorted({type(m).__name__ for name, m in model.named_modules() if name in kept}
+                             | {k.rpartition(":")[2] + "()" for k in kept if k.startswith(opaque.FUNCTION)})
             res.notes.append(f"{len(kept)} module(s) of class {', '.join(classes)} branch on their data and are kept "
                              f"whole: the generated module calls them ({', '.join(kept[:3])}{'...' if len(kept) > 3 else ''})")
         if fixed:
