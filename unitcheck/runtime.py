@@ -23,8 +23,12 @@ def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
 def copy_into(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     """The value of ``aten.copy(self, src)`` (src broadcast into self's shape, dtype and device),
     differentiable in src: eager autograd has no derivative for the functional copy that slice
-    assignment lowers to, and the values are the same bits."""
-    return src.to(device=self.device, dtype=self.dtype).expand_as(self).clone()
+    assignment lowers to, and the values are the same bits. The result is laid out as ``self``
+    is, as the eager slice assignment's destination is: a clone of a transposed ``src`` would
+    carry its strides on, and a later ``linear`` on a non-contiguous input takes another kernel
+    (SuperGlue's descriptors: ``mm`` and ``add`` instead of ``addmm``, a bias gradient summed
+    in another order)."""
+    return torch.empty_like(self, memory_format=torch.preserve_format).copy_(src)
 
 
 # an expected size: fixed (an int), free (None) or a range (lowest, highest or None: unbounded)

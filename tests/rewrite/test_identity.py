@@ -78,6 +78,31 @@ def test_slice_assignment_regenerates_exactly() -> None:
     _check(SliceFilled(), torch.randn(2, 4))
 
 
+class TransposedFill(nn.Module):
+    """Rows assigned into a new tensor from transposed sources (SuperPoint's descriptors): the
+    destination stays contiguous, so the attention's key projection runs as one ``addmm``; laid
+    out as the source, it ran as ``mm`` and ``add`` and the key bias's gradient (all rounding,
+    as softmax cancels it) was summed in another order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(24, 64)
+        self.key = nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = [self.a(x[i]).t().contiguous() for i in range(x.shape[0])]
+        out = torch.zeros((x.shape[0], x.shape[1], 64))
+        for i, p in enumerate(parts):
+            out[i, : p.shape[1]] = p.t()
+        att = torch.softmax(out @ self.key(out).transpose(1, 2) / 8.0, dim=-1)
+        return (att @ out).pow(2).sum()
+
+
+def test_slice_assignment_keeps_the_destinations_layout() -> None:
+    torch.manual_seed(0)
+    _check(TransposedFill(), torch.randn(4, 64, 24))
+
+
 @needs_hf
 @pytest.mark.parametrize("arch", HF_FAST)
 def test_hf_models_regenerate_exactly(arch: str) -> None:
