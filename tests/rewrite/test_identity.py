@@ -103,6 +103,55 @@ def test_slice_assignment_keeps_the_destinations_layout() -> None:
     _check(TransposedFill(), torch.randn(4, 64, 24))
 
 
+class UpdatesAView(nn.Module):
+    """Gemma 3n's AltUp: a permuted matrix product updated in place (``p += h``). Eager's
+    gradient reaches the product laid out as the product, so its coefficient gradients are
+    summed as eager sums them only when the generated code updates the view in place too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.coefs = nn.Linear(64, 16)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        coefs = self.coefs(h[0]).reshape(*h.shape[1:3], 4, 4).permute(0, 1, 3, 2)
+        p = torch.matmul(h.permute(1, 2, 3, 0), coefs).permute(3, 0, 1, 2)
+        p += h
+        return p.contiguous().pow(2).sum()
+
+
+def test_an_update_of_a_view_is_made_in_place_as_the_model_makes_it() -> None:
+    torch.manual_seed(0)
+    model, h = UpdatesAView(), torch.randn(4, 2, 16, 64)
+    res = rewrite(model, h, to="identity")
+    assert "aten.add_.Tensor" in res.source
+    _check(model, h)
+
+
+class UpdatesItsInputsView(nn.Module):
+    """An update through a view of the caller's tensor is the caller's business: the generated
+    module computes it functionally and writes the input back, never in place on a leaf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        x.t().mul_(2.0)
+        return y.sum() + x.sum()
+
+
+def test_an_update_of_an_inputs_view_stays_functional() -> None:
+    torch.manual_seed(0)
+    model, x = UpdatesItsInputsView(), torch.randn(8, 8)
+    res = rewrite(model, x.clone(), to="identity")
+    assert "aten.mul_" not in res.source
+    a, b = x.clone(), x.clone()
+    with torch.no_grad():
+        assert torch.equal(model(a), res.module(b))
+    assert torch.equal(a, b) and not torch.equal(a, x)
+
+
 @needs_hf
 @pytest.mark.parametrize("arch", HF_FAST)
 def test_hf_models_regenerate_exactly(arch: str) -> None:

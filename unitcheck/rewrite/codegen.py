@@ -37,6 +37,7 @@ from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..opaque import call_parts
 from ..runtime import Size, copy_into, expect_sizes, expect_value, grouped_mm, update_buffer
 from ..tracer import DETACH_KEY, TracedGraph
+from .inplace import in_place_on_views
 from .layerdrop import branch_on_draws
 from .outputs import declared_order
 from .patterns import set_attr
@@ -135,6 +136,7 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any])
             continue
         env[node] = copied = graph.node_copy(node, lambda n: env[n])
         copied.target = _EMIT_AS.get(copied.target, copied.target)  # type: ignore[call-overload]
+    in_place_on_views(graph)
     return graph
 
 
