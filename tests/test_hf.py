@@ -130,6 +130,19 @@ def test_specaugment_spans_fit_the_small_example_in_training() -> None:
 
 
 @needs_hf
+def test_axial_positions_fit_the_example_in_training() -> None:
+    """Reformer's training mode takes only sequences as long as its axial position shape's
+    product (4096 by default): on the 16-token example it raised, so no training-mode check
+    (null rewrite, oracle in training mode) could run on it."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("reformer", device="cpu")
+    model.train()
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
 def test_list_valued_fields_and_per_layer_kinds() -> None:
     from unitcheck.hf import make_config
 

@@ -745,6 +745,10 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # its text model builds a sliding-window mask whatever its layer types are, and the default
     # leaves the window unset
     "step3p7": {"text_config.sliding_window": 8},
+    # in training mode its axial position embeddings require the sequence to be exactly as long as
+    # the axial shape's product (checkpoints choose it for their length): the default 64 x 64 takes
+    # 4096 tokens, the example has 16
+    "reformer": {"axial_pos_shape": [4, 4]},
     "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
                   "text_config.indexer_head_dim": 32, "text_config.indexer_budget": 8,
                   "text_config.indexer_compress_ratio": 4},
