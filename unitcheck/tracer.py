@@ -650,6 +650,7 @@ def _boolean(name: str, args: list[Any]) -> bool | None:
 
 DRAWS_KEPT = "holds the path on which every layer runs"  # the note of a capture that did
 FINITE_PATH = "holds the path of finite values"  # the note of a capture that did
+STATE_PATH = "holds the path its buffers' values take"  # the note of a capture that did
 FINITE_KEY = "unitcheck_finite_test"  # node.meta["custom"]: reads a finiteness test into Python (its line)
 
 
@@ -683,6 +684,18 @@ def _explain_finite_asserts(graph: fx.Graph) -> None:
                 todo += a.all_input_nodes
 
 
+def _explain_state_asserts(graph: fx.Graph, lines: dict[str, str]) -> None:
+    """The runtime assertion of a branch on a buffer's value says which branch it held."""
+    if not lines:
+        return
+    named = re.compile(r"\b(" + "|".join(map(re.escape, lines)) + r")\b")
+    for n in graph.nodes:
+        if n.target is aten._assert_scalar.default and isinstance(n.args[1], str) and \
+                (found := named.search(n.args[1].partition(" on node ")[0])):
+            n.args = (n.args[0], f"a buffer's value branched on at {lines[found.group(1)]} takes the model another "
+                                 "way than when this module was generated (it holds that value's branch only)")
+
+
 # node.meta: the symbols an op bound that real-tensor propagation then fixed to a constant
 _LOST_BINDINGS = "unitcheck_lost_unbacked"
 # ops that read their second argument's shape only
@@ -711,6 +724,10 @@ class _Specialisation:
     # the integer placeholders (by position) each symbol is read from, and how many placeholders
     # the scanned graph has (its order is the signature's: parameters, buffers, constants, inputs)
     reads: dict[Any, frozenset[int]] = field(default_factory=dict)
+    # the floating-point placeholders each symbol derives from (a value read only from buffers is
+    # the model's state, not its data)
+    float_reads: dict[Any, frozenset[int]] = field(default_factory=dict)
+    state_lines: dict[str, str] = field(default_factory=dict)  # symbol -> line of a branch on a buffer's value
     placeholders: int = 0
 
     def scan(self, graph: fx.Graph) -> None:
@@ -720,6 +737,7 @@ class _Specialisation:
         tainted: dict[fx.Node, bool] = {}
         drawn: dict[fx.Node, bool] = {}
         reads: dict[fx.Node, frozenset[int]] = {}
+        floats: dict[fx.Node, frozenset[int]] = {}
         finite = _finiteness(graph)
         kept = kept_values(graph)
         position = 0
@@ -727,16 +745,20 @@ class _Specialisation:
             name = getattr(n.target, "__name__", "").split(".")[0]
             drawn[n] = name in RANDOM or any(drawn.get(a, False) for a in n.all_input_nodes)
             reads[n] = frozenset().union(*(reads.get(a, frozenset()) for a in n.all_input_nodes))
+            floats[n] = frozenset()
             if n.op == "placeholder":
                 val = n.meta.get("val")
                 tainted[n] = isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex())
                 reads[n] = frozenset() if tainted[n] else frozenset({position})
+                floats[n] = frozenset({position}) if tainted[n] else frozenset()
                 position += 1
             elif n.op == "call_function" and name in _SHAPE_ONLY:
                 tainted[n], reads[n] = False, frozenset()
             else:
                 shape_of = n.args[1:2] if name in _SHAPE_OF_SECOND else ()  # expand_as(x, other): other's shape
                 tainted[n] = drawn[n] or any(tainted.get(a, False) for a in n.all_input_nodes if a not in shape_of)
+                floats[n] = frozenset().union(*(floats.get(a, frozenset()) for a in n.all_input_nodes
+                                                if a not in shape_of))
             self.placeholders = position
             # the sizes it binds: a masked selection's count is the mask's, its values are the values'
             sized = drawn[n] or any(tainted.get(a, False) for a in _index_nodes(n)) if name in _SIZED_BY_INDEX \
@@ -744,6 +766,7 @@ class _Specialisation:
             for sym in [*(n.meta.get("unbacked_bindings") or {}), *n.meta.get(_LOST_BINDINGS, ())]:
                 self.origin.setdefault(sym, (sized, str(n.meta.get("stack_trace") or "")))
                 self.reads.setdefault(sym, reads[n])
+                self.float_reads.setdefault(sym, floats[n])
                 if drawn[n]:
                     self.drawn.add(sym)
                 if n in kept:
@@ -864,8 +887,9 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
                   for sym, v in held.items() if e.free_symbols == {sym} and bool(e.xreplace({sym: v})) != bool(got)}
     if misdecided:
         raise _Misdecided(misdecided)
-    first, finite, drops = "", [], []
+    first, finite, drops, held_state = "", [], [], []
     users = _user_positions(ep, spec)
+    state = _buffer_positions(ep, spec)
     for sym in sorted(symbols, key=str):
         tainted, stack = spec.origin.get(sym, (True, ""))
         at = innermost_line(stack) or "an unknown line"
@@ -878,15 +902,21 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
                 raise _DrawSpecialised(f"{sym} at {at} is not a uniform draw compared with constants")
             drops += [at] if at not in drops else []
             spec.draw_lines[innermost_line(stack)] = spec.kept[sym]
-        elif tainted:
+        elif tainted and not (sym not in spec.drawn and spec.float_reads.get(sym) and spec.float_reads[sym] <= state):
             raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
+        elif tainted:
+            held_state += [at] if at not in held_state else []
+            spec.state_lines[str(sym)] = at
         else:
             first = first or f" (first at {at})"
     notes = []
-    if first or not (finite or drops):
+    if first or not (finite or drops or held_state):
         notes.append("export could not decide a branch on a value read in Python (a size, length or mask held by "
                      f"an integer input or buffer){first}; the example's values decided it, so the graph holds "
                      "their branch")
+    if held_state:
+        notes.append(f"a branch on the value of a floating-point buffer (at {', '.join(held_state[:3])}) "
+                     f"{STATE_PATH}; the graph asserts it, so a module whose buffer has changed fails there")
     if finite:
         notes.append(f"a branch on whether activations are finite (at {', '.join(finite[:3])}) {FINITE_PATH}; the "
                      "graph asserts it, so values that are not finite fail there with a message")
@@ -894,6 +924,15 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
         notes.append(f"a branch on a random draw (LayerDrop, at {', '.join(drops[:3])}) {DRAWS_KEPT}; the graph "
                      "asserts each draw, and generated code branches on it as the model does")
     return notes
+
+
+def _buffer_positions(ep: Any, spec: _Specialisation) -> frozenset[int]:
+    """The placeholder positions of the model's buffers; none when the scanned graph's
+    placeholders are not the signature's."""
+    specs = ep.graph_signature.input_specs
+    if spec.placeholders != len(specs):
+        return frozenset()
+    return frozenset(i for i, s in enumerate(specs) if s.kind.name == "BUFFER")
 
 
 def _user_positions(ep: Any, spec: _Specialisation) -> frozenset[int]:
@@ -995,6 +1034,8 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     gm = ep.graph_module
     if real:
         _explain_finite_asserts(gm.graph)
+        if spec is not None:
+            _explain_state_asserts(gm.graph, spec.state_lines)
     names = _canonical_names(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     buffers = dict(model.named_buffers(remove_duplicate=False))

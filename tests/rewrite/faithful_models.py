@@ -712,6 +712,24 @@ class AssertsNoNaN(nn.Module):
         return h / x_max.abs().clamp(min=1e-5)
 
 
+class GatedByItsBuffer(nn.Module):
+    """EoMT's annealed masks in small: in eval mode a layer applies its mask while a buffer's
+    probability for it is above 0 (``self.training or self.probs[i] > 0``), a branch on the
+    model's state, not on its weights or its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.register_buffer("probs", torch.tensor([1.0, 0.0]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        for i in range(2):
+            if self.training or self.probs[i] > 0:
+                h = h * torch.sigmoid(h)
+        return h.sum()
+
+
 class RelativeTable(nn.Module):
     """SAM's decomposed relative positions: a table read at ``q - k + (n - 1)`` for every pair of
     a 64-wide grid, so each row is read up to 64 times and its gradient is a scatter-add with

@@ -37,6 +37,7 @@ from .faithful_models import (
     DropsLayers,
     DropsLowered,
     EntropyPatcher,
+    GatedByItsBuffer,
     GroupedExperts,
     KeepsAboveScore,
     KeepsWeightNormed,
@@ -358,6 +359,23 @@ def test_a_branch_on_finite_activations_holds_the_finite_path_and_asserts_it() -
         res.module.train(training)
         with pytest.raises(RuntimeError, match=rf"values tested at .*faithful_models.py:{line} are not finite"):
             res.module(overflowed)
+
+
+def test_a_branch_on_a_buffers_value_holds_its_path_and_asserts_it() -> None:
+    """A branch on a floating-point buffer alone (EoMT's mask probabilities) is the model's state:
+    the capture holds the branch its value takes, as for an integer buffer, where it was refused
+    as a branch on float data; the generated module asserts it, so a module whose buffer has
+    since changed fails by name instead of computing the old branch."""
+    torch.manual_seed(0)
+    model, x = GatedByItsBuffer(), torch.randn(3, 4)
+    res = rewrite(model, (x,), to="identity")
+    assert any("buffer" in n for n in res.notes), res.notes
+    for training in (False, True):
+        assert same_computation(model, res.module, (x,), training=training)
+    res.module.eval()
+    res.module.probs[1] = 1.0  # the second mask turned on: the held branch skipped it
+    with pytest.raises(RuntimeError, match=r"a buffer's value branched on at .*faithful_models.py:\d+"):
+        res.module(x)
 
 
 def test_a_count_of_a_finiteness_test_is_a_finiteness_test() -> None:

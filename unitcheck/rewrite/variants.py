@@ -33,6 +33,7 @@ from ..tracer import (
     FUSED_KERNEL_OPS,
     HOST_GENERATORS,
     SIZES_FIXED,
+    STATE_PATH,
     TracedGraph,
     TraceError,
     kept_whole,
@@ -449,7 +450,7 @@ def _steady(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bo
 def _kept_notes(tg: TracedGraph) -> list[str]:
     """The capture's notes that concern the generated module: sizes it fixes, branches it asserts
     or keeps."""
-    return [n for n in tg.notes if any(kept in n for kept in (SIZES_FIXED, FINITE_PATH, DRAWS_KEPT))]
+    return [n for n in tg.notes if any(kept in n for kept in (SIZES_FIXED, FINITE_PATH, DRAWS_KEPT, STATE_PATH))]
 
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
