@@ -130,6 +130,19 @@ def test_specaugment_spans_fit_the_small_example_in_training() -> None:
 
 
 @needs_hf
+def test_a_width_one_config_must_share_with_another_follows_it() -> None:
+    """Janus puts image features projected to the vision config's ``projection_dim`` into the
+    text embeddings: the defaults leave 2048 against 4096, and after the shrink 128 against 64,
+    so the model refused its example ("Image features and image tokens do not match")."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("janus", device="cpu")
+    assert model.config.vision_config.projection_dim == model.config.text_config.hidden_size
+    with torch.no_grad():
+        model.eval()(**inputs)
+
+
+@needs_hf
 def test_axial_positions_fit_the_example_in_training() -> None:
     """Reformer's training mode takes only sequences as long as its axial position shape's
     product (4096 by default): on the 16-token example it raised, so no training-mode check

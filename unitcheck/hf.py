@@ -724,6 +724,13 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
         target[key] = check_override(f"hf:{model_type}", dotted, value, getattr(node, key, None), declared)
 
 
+@dataclass(frozen=True)
+class _Same:
+    """A gap's value: another field's, after the shrink (``--set`` spelling)."""
+
+    field: str
+
+
 # Per-type values for fields a default config leaves unset although its model code cannot run
 # without them, where no general rule can choose the value (checkpoints always set them). Applied
 # under every plan, before ``--set`` overrides; keys as ``--set`` spells them.
@@ -749,14 +756,32 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # the axial shape's product (checkpoints choose it for their length): the default 64 x 64 takes
     # 4096 tokens, the example has 16
     "reformer": {"axial_pos_shape": [4, 4]},
+    # its aligner projects image features to the vision config's projection_dim and puts them in
+    # the text embeddings, so that width must be the text model's; the defaults leave 2048 against
+    # 4096 (checkpoints set both to 2048), and the model refuses every image
+    "janus": {"vision_config.projection_dim": _Same("text_config.hidden_size")},
     "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
                   "text_config.indexer_head_dim": 32, "text_config.indexer_budget": 8,
                   "text_config.indexer_compress_ratio": 4},
 }
 
 
+def _shrunk_value(kwargs: Mapping[str, Any], cfg: Any, dotted: str) -> Any:
+    """A field's value as the shrink left it: from ``kwargs`` where it set it, else the default's."""
+    *path, key = dotted.split(".")
+    given: Any = kwargs
+    for part in path:
+        given = given.get(part) if isinstance(given, Mapping) else None
+        cfg = _get(cfg, part)
+    if isinstance(given, Mapping) and key in given:
+        return given[key]
+    return _get(cfg, key)
+
+
 def _fill_gaps(kwargs: dict[str, Any], cfg: Any, model_type: str) -> None:
     for dotted, value in _KNOWN_GAPS.get(model_type, {}).items():
+        if isinstance(value, _Same):
+            value = _shrunk_value(kwargs, cfg, value.field)
         *path, key = dotted.split(".")
         target, node = kwargs, cfg
         for part in path:
