@@ -941,3 +941,26 @@ class ResidualTwiceLM(WrapperLM):
 
 def residual_twice_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(ResidualTwiceLM)
+
+
+class SegmentSumDecay(nn.Module):
+    """Mamba2's chunked scan in small: the decay between positions is ``exp(segsum(A dt))``, a
+    cumulative sum masked to -inf above the diagonal (``masked_fill(~tril, -inf)``) before the
+    exp, whose argument has the unit of the projection ``dt`` comes from."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.dt_proj = nn.Linear(cfg.n_embd, 1, bias=False)
+        self.v_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = -self.dt_proj(x).squeeze(-1).abs()  # (B, T)
+        T = a.shape[-1]
+        seg = a[..., :, None].expand(*a.shape, T).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(-1), 0)
+        seg = seg.cumsum(-2).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -torch.inf)
+        return self.out_proj(torch.exp(seg) @ self.v_proj(x))
+
+
+def segment_sum_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(Fp32ResidualLM, SegmentSumDecay)

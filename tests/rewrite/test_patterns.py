@@ -36,6 +36,7 @@ from .pattern_models import (
     scaled_residual_lm,
     scaled_tokens_plus_positions_lm,
     scattered_topk_lm,
+    segment_sum_lm,
     shared_expert_lm,
     sized_by_its_part_lm,
     skip_gain_lm,
@@ -101,6 +102,17 @@ def test_states_of_a_scan_written_into_a_zero_filled_output() -> None:
     model, inputs = linear_scan_lm()
     _fixed_by_mixed_parts(model, inputs, ("UC101", "layers.0.mixer", "aten.where.self"),
                           "[mixed_parts] slice_scatter@layers.0.mixer")
+
+
+def test_an_activation_of_a_value_masked_to_minus_infinity_is_canonical_under_the_mask() -> None:
+    """Mamba2's ``exp(segsum)``: C over a value already filled with -inf is NaN everywhere, so the
+    rewrite canonicalises the cumulative sum and masks after (its GCT rewrite computed NaN)."""
+    model, inputs = segment_sum_lm()
+    assert ("UC204", "layers.0.mixer", "aten.exp.default") in {(v.rule, v.module, v.op) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    assert "[activations] exp(cumsum@layers.0.mixer) -> exp(C(a))" in res.gct.log
+    assert torch.isfinite(res.module(*inputs)[1])
 
 
 def test_an_in_place_substitution_whose_rows_agree_once_the_decay_is_dimensionless() -> None:

@@ -758,6 +758,7 @@ def activations(ctx: RewriteContext) -> None:
                 done.add(routed)
                 _dimensionless_router(ctx, routed)
             continue
+        a = _under_masking_fill(a)
         ca = ctx.call(canonical, (a,), after=a, like=n)
         users = [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]
         for u in users:
@@ -767,6 +768,16 @@ def activations(ctx: RewriteContext) -> None:
             ctx.declare(name)
         kept = f" (parameter terms kept, declared dimensionless: {', '.join(params)})" if params else ""
         ctx.note("activations", f"{base_name(n)}({describe(a)})", f"{base_name(n)}(C(a)){kept}")
+
+
+def _under_masking_fill(a: fx.Node) -> fx.Node:
+    """What a fill with -inf (or inf, NaN) masks: C over the filled value is NaN everywhere, so the
+    values are canonicalised before the mask (Mamba2's ``exp(segsum)``: a cumulative sum masked
+    to -inf above the diagonal)."""
+    while base_name(a) == "masked_fill" and isinstance(a.args[0], fx.Node) and len(a.args) > 2 \
+            and isinstance(a.args[2], float) and not math.isfinite(a.args[2]):
+        a = a.args[0]
+    return a
 
 
 def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None) -> fx.Node | None:
