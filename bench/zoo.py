@@ -592,8 +592,8 @@ def summary(store: dict[str, Any]) -> dict[str, Any]:
 # why a rewrite stage did not succeed, from its one-line reason: (kind, pattern), first match wins
 _WHY = (
     ("the model sets its own state on its first call (its next call computes another graph)", "sets its own state"),
-    ("the model's own forward branches in Python on values computed from its weights or float inputs (EoMT's "
-     "mask annealing, FastSpeech2's length regulator): a graph holds one path", "with real values, a branch on a"),
+    ("the model's own forward branches in Python on values computed from its weights or float inputs (a "
+     "threshold on activations): a graph holds one path", "with real values, a branch on a"),
     ("the model branches on a random draw that the capture cannot turn into a layer drop (not a uniform draw "
      "compared with a constant, or its two paths do not align)", "branch on a random draw"),
     ("export with real values, which would decide a branch on an input's sizes or masks, fails in torch "
