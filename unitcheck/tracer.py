@@ -888,8 +888,8 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     if misdecided:
         raise _Misdecided(misdecided)
     first, finite, drops, held_state = "", [], [], []
-    users = _user_positions(ep, spec)
-    state = _buffer_positions(ep, spec)
+    users = _positions(ep, spec, "USER_INPUT")
+    state = _positions(ep, spec, "BUFFER")
     for sym in sorted(symbols, key=str):
         tainted, stack = spec.origin.get(sym, (True, ""))
         at = innermost_line(stack) or "an unknown line"
@@ -902,9 +902,9 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
                 raise _DrawSpecialised(f"{sym} at {at} is not a uniform draw compared with constants")
             drops += [at] if at not in drops else []
             spec.draw_lines[innermost_line(stack)] = spec.kept[sym]
-        elif tainted and not (sym not in spec.drawn and spec.float_reads.get(sym) and spec.float_reads[sym] <= state):
-            raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
-        elif tainted:
+        elif tainted:  # allowed when read from floating-point buffers alone: the model's state
+            if not spec.float_reads.get(sym) or not spec.float_reads[sym] <= state:
+                raise _ValueSpecialised(f"a branch on a value computed from weights or float data ({sym} at {at})")
             held_state += [at] if at not in held_state else []
             spec.state_lines[str(sym)] = at
         else:
@@ -926,22 +926,15 @@ def _check_specialised(ep: Any, spec: _Specialisation) -> list[str]:
     return notes
 
 
-def _buffer_positions(ep: Any, spec: _Specialisation) -> frozenset[int]:
-    """The placeholder positions of the model's buffers; none when the scanned graph's
-    placeholders are not the signature's."""
+def _positions(ep: Any, spec: _Specialisation, kind: str) -> frozenset[int]:
+    """The placeholder positions of the signature's inputs of ``kind`` (``USER_INPUT``,
+    ``BUFFER``). When the scanned graph's placeholders are not the signature's, no position is
+    known: every one counts as a user input (no decision is then known to come from constants)
+    and none as a buffer."""
     specs = ep.graph_signature.input_specs
     if spec.placeholders != len(specs):
-        return frozenset()
-    return frozenset(i for i, s in enumerate(specs) if s.kind.name == "BUFFER")
-
-
-def _user_positions(ep: Any, spec: _Specialisation) -> frozenset[int]:
-    """The placeholder positions of the user's inputs; every position when the scanned graph's
-    placeholders are not the signature's (no decision is then known to come from constants)."""
-    specs = ep.graph_signature.input_specs
-    if spec.placeholders != len(specs):
-        return frozenset(range(max(spec.placeholders, len(specs))))
-    return frozenset(i for i, s in enumerate(specs) if s.kind.name == "USER_INPUT")
+        return frozenset(range(max(spec.placeholders, len(specs)))) if kind == "USER_INPUT" else frozenset()
+    return frozenset(i for i, s in enumerate(specs) if s.kind.name == kind)
 
 
 def _rebuilt_spec(spec: Any) -> Any:

@@ -21,6 +21,9 @@ import torch.fx as fx
 
 __all__ = ["in_place_on_views"]
 
+# views in which elements share memory: nothing can be written through them
+_SPREAD = frozenset({torch.ops.aten.expand.default, torch.ops.aten.as_strided.default})
+
 
 def _aliases(node: fx.Node) -> bool:
     """A view of its first argument (reshape where it can be one)."""
@@ -28,9 +31,6 @@ def _aliases(node: fx.Node) -> bool:
     return node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and t not in _SPREAD and (
         t.is_view or t in (torch.ops.aten.reshape.default, torch.ops.aten._unsafe_view.default))
 
-
-# views in which elements share memory: nothing can be written through them
-_SPREAD = frozenset({torch.ops.aten.expand.default, torch.ops.aten.as_strided.default})
 
 
 def _in_place_overload(node: fx.Node) -> Any:
@@ -70,11 +70,9 @@ def _writable(view: fx.Node, update: fx.Node, order: dict[fx.Node, int]) -> bool
     return node.op == "call_function"
 
 
-def in_place_on_views(graph: fx.Graph) -> int:
-    """Rewrite each functionalised in-place update of a view back to the in-place op; returns
-    how many were rewritten."""
+def in_place_on_views(graph: fx.Graph) -> None:
+    """Rewrite each functionalised in-place update of a view back to the in-place op."""
     order = {n: i for i, n in enumerate(graph.nodes)}
-    done = 0
     for node in list(graph.nodes):
         op = _in_place_overload(node) if node.op == "call_function" else None
         view = node.args[0] if op is not None and node.args else None
@@ -82,5 +80,3 @@ def in_place_on_views(graph: fx.Graph) -> int:
             continue
         if _writable(view, node, order):
             node.target = op
-            done += 1
-    return done
