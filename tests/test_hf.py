@@ -156,6 +156,22 @@ def test_axial_positions_fit_the_example_in_training() -> None:
 
 
 @needs_hf
+def test_a_speech_model_gets_the_targets_it_trains_on() -> None:
+    """FastSpeech 2 raises in training mode unless it is given each token's duration, pitch and
+    energy and the target spectrogram, so no training-mode check could run on it. The durations
+    decide the spectrogram's length: a spectrogram of another length fails the loss."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("fastspeech2_conformer", device="cpu")
+    frames = inputs["duration_labels"].sum(dim=1).max()
+    assert inputs["spectrogram_labels"].shape[1] == frames
+    model.train()
+    with torch.no_grad():
+        out = model(**inputs)
+    assert torch.isfinite(out[0]).all()
+
+
+@needs_hf
 def test_list_valued_fields_and_per_layer_kinds() -> None:
     from unitcheck.hf import make_config
 

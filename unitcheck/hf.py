@@ -1130,6 +1130,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
             inputs[slot] = inputs.pop(main)
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
+        _variance_labels(cfg, inputs, params, batch, g)
         _by_name(cfg, inputs, required, ids, batch, g)
         filled.extend(_with_masks(name, inputs, required, params))
         if labels == "none" and "labels" in params and "labels" not in inputs:
@@ -1517,6 +1518,26 @@ def _add_labels(model: nn.Module, cfg: Any, inputs: dict[str, Any], ids: torch.T
             inputs["labels"] = ids_in.clone()
     else:
         inputs["labels"] = ids.clone()
+
+
+# the targets a variance-adaptor speech model (FastSpeech 2) takes in training, which it refuses without
+_VARIANCE_LABELS = frozenset({"duration_labels", "pitch_labels", "energy_labels", "spectrogram_labels"})
+
+
+def _variance_labels(cfg: Any, inputs: dict[str, Any], params: set[str], batch: int, g: torch.Generator) -> None:
+    """Each token's frame count, its pitch and energy, and the spectrogram as long as the longest
+    row's frames: what teacher forcing reads in training (eval mode predicts them and ignores these)."""
+    ids = inputs.get("input_ids")
+    if not params >= _VARIANCE_LABELS or not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        return
+    tokens = ids.shape[1]
+    durations = torch.randint(1, 4, (batch, tokens), generator=g)
+    mel = _find(cfg, "num_mel_bins", "n_mels")
+    frames = int(durations.sum(dim=1).max())
+    inputs.setdefault("duration_labels", durations)
+    inputs.setdefault("pitch_labels", torch.randn(batch, tokens, 1, generator=g))
+    inputs.setdefault("energy_labels", torch.randn(batch, tokens, 1, generator=g))
+    inputs.setdefault("spectrogram_labels", torch.randn(batch, frames, int(mel) if _is_int(mel) else 80, generator=g))
 
 
 def _forward_params(model: nn.Module) -> set[str]:
