@@ -172,6 +172,16 @@ def test_a_speech_model_gets_the_targets_it_trains_on() -> None:
 
 
 @needs_hf
+def test_an_unrolled_decoding_loop_is_shrunk() -> None:
+    """SLANet's table decoder runs ``max_text_length + 1`` steps in its forward, each one unrolled
+    in the graph: at the default 500 its capture held 11275 nodes and the null rewrite ran past
+    the zoo's ten minutes."""
+    from unitcheck.hf import SMALL_DEFAULTS, make_config
+
+    assert make_config("slanet").max_text_length == SMALL_DEFAULTS["decode_steps"] < 500
+
+
+@needs_hf
 def test_list_valued_fields_and_per_layer_kinds() -> None:
     from unitcheck.hf import make_config
 

@@ -65,6 +65,7 @@ SMALL_DEFAULTS: dict[str, Any] = {
     "audio_positions": 32,
     "frames": 4,
     "mask_span": 2,
+    "decode_steps": 16,
 }
 
 _BUDGET_S = 60.0  # plan search stops trying alternatives after this long (the first build is kept)
@@ -588,6 +589,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return 16
         if low == "sinkhorn_iterations" and _is_int(value) and value > 10:
             return 10  # SuperGlue's optimal transport, unrolled in the graph: 100 by default
+        if low == "max_text_length" and _is_int(value) and value > SMALL_DEFAULTS["decode_steps"]:
+            return SMALL_DEFAULTS["decode_steps"]  # SLANet's table decoder, one step a token unrolled: 501 by default
         if low == "max_keypoints" and _is_int(value) and (value < 0 or value > 64):
             return 64  # unlimited by default: every point over a threshold of random scores
         if low == "context_length" and _is_int(value) and value > 64 and "patch_length" in values:
