@@ -89,6 +89,7 @@ def _evaluated(graph: fx.Graph) -> dict[fx.Node, int]:
 READ = "unitcheck_draw"  # (index, kept value) on the node that reads draw ``index`` into Python
 GUARDED = "unitcheck_drop"  # index of the draw that guards the node
 SKIP = "unitcheck_skip"  # indices of the draws whose layer, when dropped, leaves this value
+NO_GRAD_CUT = "unitcheck_no_grad_cut"  # on the detach that cuts a no-grad region's value from its readers
 
 
 def checks(reads: Iterable[fx.Node]) -> set[fx.Node]:
@@ -114,6 +115,10 @@ def _computes_tensors(n: fx.Node) -> bool:
 
 
 def _key(n: fx.Node) -> tuple[str, str, str]:
+    if n.meta.get(NO_GRAD_CUT):
+        # where a no-grad region's value leaves it: made after whichever node the path ended on
+        # (the last layer, or what precedes the layers when every one drops), read by the same
+        return n.op, str(n.target), "cut for " + "".join(str(u.meta.get("stack_trace") or "") for u in n.users)
     return n.op, str(n.target), str(n.meta.get("stack_trace") or "")
 
 

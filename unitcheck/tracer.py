@@ -36,7 +36,7 @@ from torch.utils import _pytree as pytree
 
 from . import eager_paths, fake_kernels
 from .diagnostics import Location
-from .draws import RANDOM, READS, kept_values, mark_layer_drops, random_ops
+from .draws import NO_GRAD_CUT, RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
 from .fxutil import (
     LEAF_KEY,
@@ -524,16 +524,20 @@ def _cut_no_grad_regions(graph: fx.Graph) -> None:
     def inside(n: fx.Node) -> bool:
         return bool((n.meta.get("custom") or {}).get(NO_GRAD_KEY))
 
-    for n in list(graph.nodes):
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for n in list(order):
         val = n.meta.get("val")
         if not inside(n) or not (isinstance(val, torch.Tensor) and val.is_floating_point()):
             continue
-        outside = [u for u in n.users if not inside(u)]
+        outside = sorted((u for u in n.users if not inside(u)), key=lambda u: order.get(u, len(order)))
         if not outside:
             continue
-        with graph.inserting_after(n):
+        # placed where the value leaves the region (before its first reader outside), so that its
+        # place does not depend on which node the region ended with (a layer LayerDrop may skip)
+        with graph.inserting_before(outside[0]):
             cut = graph.call_function(aten.detach.default, (n,))
         cut.meta.update({k: v for k, v in n.meta.items() if k != "custom"})
+        cut.meta[NO_GRAD_CUT] = True
         for u in outside:
             u.replace_input_with(n, cut)
 

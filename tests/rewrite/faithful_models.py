@@ -611,6 +611,27 @@ class DropsAcross(nn.Module):
         return y
 
 
+class DropsWithoutGrad(nn.Module):
+    """A frozen encoder with LayerDrop run under ``no_grad`` (NeuCodec's semantic model): its
+    output is cut from the graph where the trainable head reads it, after the last layer on the
+    path that keeps every layer and after the input dropout on the path that drops them all."""
+
+    def __init__(self, layerdrop: float = 0.5) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.head = nn.Linear(4, 4)
+        self.layerdrop = layerdrop
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            h = self.drop(x)
+            for layer in self.layers:
+                if not (self.training and torch.rand([]) < self.layerdrop):
+                    h = h + layer(h)
+        return self.head(h)
+
+
 class Recurrent(nn.Module):
     """An RNNT predictor in small (Parakeet's, Nemotron's): a two-layer recurrent layer whose CPU
     kernel rounds otherwise than the unrolled decomposition export lowers it to."""

@@ -36,6 +36,7 @@ from .faithful_models import (
     DropsAcross,
     DropsLayers,
     DropsLowered,
+    DropsWithoutGrad,
     EntropyPatcher,
     GatedByItsBuffer,
     GroupedExperts,
@@ -608,7 +609,7 @@ def test_ops_inside_a_no_grad_region_keep_their_module_paths() -> None:
     assert [module_path(n) for n in lin] == ["lin"] * 3
 
 
-@pytest.mark.parametrize("model_cls", [DropsLayers, DropsAcross])
+@pytest.mark.parametrize("model_cls", [DropsLayers, DropsAcross, DropsWithoutGrad])
 def test_layer_drop_skips_the_layers_the_model_skips(model_cls: type[nn.Module]) -> None:
     """LayerDrop branches on a random draw in training. The capture holds the path on which
     every layer runs; the generated module branches on each draw as the model does, so that
