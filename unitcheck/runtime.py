@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["update_buffer", "copy_into", "expect_sizes", "expect_value", "grouped_mm", "layer_drop"]
+__all__ = ["update_buffer", "copy_into", "index_slice", "expect_sizes", "expect_value", "grouped_mm", "layer_drop"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -29,6 +29,21 @@ def copy_into(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False)
     (SuperGlue's descriptors: ``mm`` and ``add`` instead of ``addmm``, a bias gradient summed
     in another order)."""
     return torch.empty_like(self, memory_format=torch.preserve_format).copy_(src)
+
+
+def index_slice(x: torch.Tensor, dim: int = 0, start: Any = None, end: Any = None, step: int = 1) -> torch.Tensor:
+    """``x[..., start:end:step]`` along ``dim`` as Python indexing runs it: a slice known to
+    cover the whole dimension is ``x`` itself, not a view. A view would record a backward that
+    writes its gradient into a new contiguous tensor, so the layers before it would get their
+    gradient in another layout and sum it in another order (NeuCodec trims two streams to the
+    shorter one, ``a[..., :n]``, before concatenating them). Under tracing, where the sizes are
+    symbolic, the slice is kept, as indexing keeps it."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if step == 1 and (start is None or statically_known_true(start == 0)) and (
+            end is None or statically_known_true(end >= x.shape[dim])):
+        return x
+    return torch.ops.aten.slice.Tensor(x, dim, start, end, step)
 
 
 # an expected size: fixed (an int), free (None) or a range (lowest, highest or None: unbounded)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -101,6 +102,54 @@ class TransposedFill(nn.Module):
 def test_slice_assignment_keeps_the_destinations_layout() -> None:
     torch.manual_seed(0)
     _check(TransposedFill(), torch.randn(4, 64, 24))
+
+
+class TrimsToShorter(nn.Module):
+    """Two streams trimmed to the shorter one before they are concatenated (NeuCodec's semantic
+    and acoustic features): ``a[..., :n]`` of the whole length is ``a`` itself in eager, so the
+    gradient reaches the projections as a strided slice of the concatenation's gradient; a view
+    would hand them a new contiguous copy instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv1d(16, 8, 3, padding=1)
+        self.b = nn.Conv1d(16, 8, 3, padding=1)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        a, b = self.a(x), self.b(y)
+        n = min(a.shape[-1], b.shape[-1])
+        return self.fc(torch.cat([a[..., :n], b[..., :n]], dim=1).transpose(1, 2)).pow(2).sum()
+
+
+def _gradient_layouts(model: nn.Module, *inputs: torch.Tensor) -> list[tuple[int, ...]]:
+    """The strides of the output gradient each convolution's backward receives."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[tuple[int, ...]] = []
+
+    class Strides(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if func is torch.ops.aten.convolution_backward.default:
+                seen.append(tuple(args[0].stride()))
+            return func(*args, **(kwargs or {}))
+
+    with Strides():
+        model(*inputs).backward()
+    return seen
+
+
+def test_a_slice_of_the_whole_length_is_the_tensor_itself() -> None:
+    torch.manual_seed(0)
+    model, x, y = TrimsToShorter(), torch.randn(2, 16, 12), torch.randn(2, 16, 12)
+    res = rewrite(model, (x, y), to="identity")
+    assert "index_slice" in res.source
+    eager = _gradient_layouts(model, x, y)
+    assert eager and all(s[1] == 1 for s in eager)  # a slice of the transposed gradient, not a copy
+    assert _gradient_layouts(res.module, x, y) == eager
+    _check(model, (x, y))
+    shorter = torch.randn(2, 16, 9)
+    assert torch.equal(res.module(x, shorter), model(x, shorter))  # a real slice where it trims
 
 
 class UpdatesAView(nn.Module):

@@ -35,7 +35,15 @@ from ..draws import SKIP
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
 from ..opaque import call_parts
-from ..runtime import Size, copy_into, expect_sizes, expect_value, grouped_mm, update_buffer
+from ..runtime import (
+    Size,
+    copy_into,
+    expect_sizes,
+    expect_value,
+    grouped_mm,
+    index_slice,
+    update_buffer,
+)
 from ..tracer import DETACH_KEY, TracedGraph
 from .inplace import in_place_on_views
 from .layerdrop import branch_on_draws
@@ -136,8 +144,16 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any])
             continue
         env[node] = copied = graph.node_copy(node, lambda n: env[n])
         copied.target = _EMIT_AS.get(copied.target, copied.target)  # type: ignore[call-overload]
+        if copied.target is torch.ops.aten.slice.Tensor and _indexed(node):
+            copied.target = index_slice
     in_place_on_views(graph)
     return graph
+
+
+def _indexed(node: fx.Node) -> bool:
+    """The model sliced by indexing (``x[..., :n]``), not with ``narrow`` or ``aten.slice``."""
+    fn = node.meta.get("torch_fn")
+    return isinstance(fn, tuple) and str(fn[1]).endswith(".__getitem__")
 
 
 def _input_checks(node: fx.Node, ph: fx.Node, ranges: dict[str, tuple[int, int | None]]) -> list[tuple[Any, tuple[Any, ...]]]:
