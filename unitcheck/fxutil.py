@@ -271,3 +271,10 @@ def row_of_index_write(node: fx.Node) -> fx.Node | None:
         return None
     branch = x if j == cond.args[1] else y
     return branch if isinstance(branch, fx.Node) else None
+
+
+def called_name(node: fx.Node) -> str:
+    """The name of the torch function or method the model called for ``node`` (``add_``,
+    ``__getitem__``), as the capture recorded it in ``torch_fn``; "" where it recorded none."""
+    fn = node.meta.get("torch_fn")
+    return str(fn[1]).rpartition(".")[2] if isinstance(fn, tuple) and len(fn) > 1 and fn[1] else ""

@@ -33,7 +33,7 @@ from .. import opaque
 from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..draws import SKIP
 from ..errors import UnitcheckError
-from ..fxutil import ROOT, RUN_VIEW_AS, base_name, location, module_path
+from ..fxutil import ROOT, RUN_VIEW_AS, base_name, called_name, location, module_path
 from ..opaque import call_parts
 from ..runtime import (
     Size,
@@ -152,8 +152,7 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any])
 
 def _indexed(node: fx.Node) -> bool:
     """The model sliced by indexing (``x[..., :n]``), not with ``narrow`` or ``aten.slice``."""
-    fn = node.meta.get("torch_fn")
-    return isinstance(fn, tuple) and str(fn[1]).endswith(".__getitem__")
+    return called_name(node) == "__getitem__"
 
 
 def _input_checks(node: fx.Node, ph: fx.Node, ranges: dict[str, tuple[int, int | None]]) -> list[tuple[Any, tuple[Any, ...]]]:

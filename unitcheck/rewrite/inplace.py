@@ -19,6 +19,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from ..fxutil import called_name
+
 __all__ = ["in_place_on_views"]
 
 # views in which elements share memory: nothing can be written through them
@@ -36,10 +38,9 @@ def _aliases(node: fx.Node) -> bool:
 def _in_place_overload(node: fx.Node) -> Any:
     """The in-place overload of a functional op the model called in place, or None."""
     t = node.target
-    fn = node.meta.get("torch_fn")
-    if not isinstance(t, torch._ops.OpOverload) or not fn or not isinstance(fn, tuple):
+    called = called_name(node)
+    if not isinstance(t, torch._ops.OpOverload) or not called:
         return None
-    called = str(fn[1]).rpartition(".")[2]
     name = t.overloadpacket.__name__
     if called != f"{name}_" or called.startswith("_"):
         return None
