@@ -34,7 +34,7 @@ import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from . import eager_paths, fake_kernels
+from . import eager_paths, fake_kernels, sequence_data
 from .diagnostics import Location
 from .draws import NO_GRAD_CUT, RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
@@ -1014,7 +1014,8 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
-            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected(), _data_as_detach():
+            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected(), _data_as_detach(), \
+            sequence_data.stacked():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
             spec.keep_draws = keep

@@ -16,6 +16,7 @@ from unitcheck.models import build, names
 from unitcheck.cli import main
 from unitcheck.rewrite.api import rewrite
 from unitcheck.rewrite.equal import differences
+from unitcheck.tracer import trace
 
 from ..conftest import needs_hf
 
@@ -150,6 +151,36 @@ def test_a_slice_of_the_whole_length_is_the_tensor_itself() -> None:
     _check(model, (x, y))
     shorter = torch.randn(2, 16, 9)
     assert torch.equal(res.module(x, shorter), model(x, shorter))  # a real slice where it trims
+
+
+class TensorOfReads(nn.Module):
+    """A tensor built from Python sequences of 0-d tensors: window offsets read off an integer
+    input (Qwen3-ASR's ``torch.tensor(cu_chunk_lens)``) and an index made of tuples of them
+    (UDOP's ``mask[rows, cols] = False`` after ``zip(*ind)``). Eager copies their values; a
+    capture whose tensors hold no data cannot."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        offsets = [0]
+        for n in lens:
+            offsets += [n, 1]
+        ends = torch.tensor(offsets).cumsum(0)
+        keep = torch.ones(x.shape[:2], dtype=torch.bool)
+        rows, cols = zip(*torch.stack([torch.arange(len(lens)), lens - 1], -1))
+        keep[rows, cols] = False
+        return (self.proj(x) * keep[..., None]).sum() + ends[-1]
+
+
+def test_a_tensor_made_from_a_list_of_tensors_regenerates_exactly() -> None:
+    torch.manual_seed(0)
+    model, inputs = TensorOfReads(), (torch.randn(2, 5, 8), torch.tensor([3, 5]))
+    assert trace(model, inputs, dynamic=True).method == "export"
+    res = rewrite(model, inputs, to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, inputs, training) == []
 
 
 class UpdatesAView(nn.Module):
