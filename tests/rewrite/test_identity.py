@@ -183,6 +183,38 @@ def test_a_tensor_made_from_a_list_of_tensors_regenerates_exactly() -> None:
         assert differences(model, res.module, inputs, training) == []
 
 
+class FrozenAttention(nn.Module):
+    """A frozen encoder run under ``torch.no_grad()`` (NeuCodec's semantic encoder) whose
+    attention mask is computed from weights: there eager's SDPA takes the fused CPU kernel,
+    which it refuses for a mask that requires grad, so generated code that computes the region
+    with grad on takes the math kernel and rounds otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.bias = nn.Parameter(torch.randn(8, 8))
+        self.out = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            q, k, v = self.qkv(x).view(x.shape[0], 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+            h = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.bias * 0.5)
+            h = h.transpose(1, 2).reshape(x.shape[0], 8, 16)
+        return self.out(h).pow(2).mean()
+
+
+def test_a_no_grad_region_runs_without_grad_again() -> None:
+    torch.manual_seed(0)
+    model, x = FrozenAttention(), torch.randn(2, 8, 16)
+    res = rewrite(model, x, to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, x, training) == []
+    assert torch.is_grad_enabled()  # the region's end gives grad mode back
+    with torch.no_grad():  # and gives back what it found
+        res.module(x)
+        assert not torch.is_grad_enabled()
+
+
 class UpdatesAView(nn.Module):
     """Gemma 3n's AltUp: a permuted matrix product updated in place (``p += h``). Eager's
     gradient reaches the product laid out as the product, so its coefficient gradients are

@@ -44,7 +44,7 @@ from ..runtime import (
     index_slice,
     update_buffer,
 )
-from ..tracer import DETACH_KEY, TracedGraph
+from ..tracer import DETACH_KEY, NO_GRAD_KEY, TracedGraph
 from .inplace import in_place_on_views
 from .layerdrop import branch_on_draws
 from .outputs import declared_order
@@ -388,6 +388,35 @@ def _detach_again(graph: fx.Graph) -> None:
             n.target = torch.ops.aten.detach.default
 
 
+def _no_grad(n: fx.Node) -> bool:
+    return n.op == "call_function" and bool((n.meta.get("custom") or {}).get(NO_GRAD_KEY))
+
+
+def _without_grad_again(graph: fx.Graph) -> None:
+    """What the model computed in a ``torch.no_grad()`` region runs with grad off again, each
+    run of its ops between ``torch._C._set_grad_enabled(False)`` and the mode found on entry.
+    The region's values are detached where they leave it, so gradients agree either way, but
+    kernels choose by grad mode: SDPA takes the fused CPU kernel only for a mask that does not
+    require grad (NeuCodec's frozen semantic encoder rounded otherwise)."""
+    runs: list[list[fx.Node]] = []
+    for n in graph.nodes:
+        if _no_grad(n):
+            if runs and runs[-1][-1].next is n:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+    if not runs:
+        return
+    with graph.inserting_before(runs[0][0]):
+        entered = graph.call_function(torch.is_grad_enabled, ())
+    entered.name = "grad_enabled"
+    for run in runs:
+        with graph.inserting_before(run[0]):
+            graph.call_function(torch._C._set_grad_enabled, (False,))
+        with graph.inserting_after(run[-1]):
+            graph.call_function(torch._C._set_grad_enabled, (entered,))
+
+
 def _function_call(nodes: list[fx.Node], inside: set[fx.Node]) -> tuple[Any, tuple[Any, ...]] | None:
     """``(Cls.apply, args)`` for a marked ``autograd.Function`` call whose nodes read nothing
     from outside but its tagged arguments (else None: the inlined form stays)."""
@@ -558,6 +587,8 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
         graph.lint()
         graphs[name] = graph
         methods.update(branch_on_draws(graph, name))
+    for graph in [*graphs.values(), *methods.values()]:
+        _without_grad_again(graph)
     return Generated(root, {**graphs, **methods}, notes)
 
 
@@ -624,6 +655,11 @@ def _method(graph: fx.Graph, name: str) -> tuple[str, dict[str, Any], list[str]]
     module computes."""
     code = graph.python_code(root_module="self")
     body = code.src.strip("\n").replace("def forward(", f"def {name}(", 1)
+    if graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled):
+        # the mode found on entry comes back however the body ends, an exception included
+        head, _, rest = body.partition("\n")
+        body = f"{head}\n    with torch.set_grad_enabled(torch.is_grad_enabled()):\n" + "\n".join(
+            "    " + line if line else "" for line in rest.splitlines())
     by_name = {n.name: n for n in graph.nodes}
     lines, current = [], None
     for line in body.splitlines():
