@@ -53,9 +53,16 @@ def loaded() -> bool:
     return _LIBRARY in sys.modules
 
 
+# modules whose check decides whether to memoise, not what to compute: transformers'
+# ``compile_compatible_method_lru_cache`` (RT-DETR's anchors) skips its cache while compiling;
+# told "not compiling" it kept the capture's fake tensors, and the model's next call returned them
+_MEMOS = frozenset({"transformers.pytorch_utils"})
+
+
 def _checks() -> list[tuple[ModuleType, str]]:
     return [(module, name) for key, module in list(sys.modules.items())
-            if (key == _LIBRARY or key.startswith(_LIBRARY + ".")) and isinstance(module, ModuleType)
+            if (key == _LIBRARY or key.startswith(_LIBRARY + ".")) and key not in _MEMOS
+            and isinstance(module, ModuleType)
             for name in _CHECKS if name in vars(module)]
 
 

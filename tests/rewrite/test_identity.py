@@ -215,6 +215,37 @@ def test_a_no_grad_region_runs_without_grad_again() -> None:
         assert not torch.is_grad_enabled()
 
 
+class CachedAnchors(nn.Module):
+    """A method memoised with transformers' ``compile_compatible_method_lru_cache`` (RT-DETR's
+    anchors), which skips its cache only while compiling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def anchors(self, n: int, dtype: torch.dtype) -> torch.Tensor:
+        return torch.linspace(0.0, 1.0, n, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) * self.anchors(8, x.dtype)
+
+
+@needs_hf
+def test_a_memoised_method_does_not_keep_what_the_capture_computed() -> None:
+    """Under eager paths the library's compile checks answer "not compiling"; the memo then
+    kept the capture's fake anchors, and the model's next eager call returned them."""
+    from transformers.pytorch_utils import compile_compatible_method_lru_cache
+
+    class Model(CachedAnchors):
+        anchors = compile_compatible_method_lru_cache(maxsize=4)(CachedAnchors.anchors)
+
+    torch.manual_seed(0)
+    model, x = Model(), torch.randn(2, 8)
+    res = rewrite(model, x, to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, x, training) == []
+
+
 class UpdatesAView(nn.Module):
     """Gemma 3n's AltUp: a permuted matrix product updated in place (``p += h``). Eager's
     gradient reaches the product laid out as the product, so its coefficient gradients are
