@@ -1132,3 +1132,24 @@ def test_a_sub_config_field_its_parent_requires_equal_takes_the_parents_value() 
     clash = {"vision_config": {"video_temporal_patch_size": 3}}  # a value of its own: not the shrink's
     with pytest.raises(ValueError, match="must be equal"):
         hf._constructed(Parent, clash, SimpleNamespace(video_temporal_patch_size=2))
+
+
+@needs_hf
+@pytest.mark.parametrize("model_type", ["zoedepth", "paligemma", "vision-encoder-decoder", "sam3"])
+def test_a_sub_config_keeps_the_flags_and_names_its_parent_set(model_type: str) -> None:
+    """A shrunk sub-config is rebuilt from its changed fields, so what its parent's default set
+    otherwise (ZoeDepth's backbone returns hidden states unreshaped, PaliGemma's vision tower has
+    no head, a decoder is a decoder) fell back to the sub-config class's own default."""
+    from transformers import CONFIG_MAPPING
+
+    from unitcheck.hf import _paths, _subconfigs, make_config
+
+    def flags(cfg: Any) -> dict[tuple[str, ...], dict[str, Any]]:
+        return {path: {k: v for k, v in vars(c).items() if isinstance(v, (bool, str)) and k != "transformers_version"
+                       and k not in _subconfigs(c)} for path, c in _paths(cfg) if path}
+
+    default, shrunk = flags(CONFIG_MAPPING[model_type]()), flags(make_config(model_type))
+    assert default and default.keys() == shrunk.keys()
+    changed = {(path, k): (v, shrunk[path].get(k)) for path, fields in default.items() for k, v in fields.items()
+               if shrunk[path].get(k) != v and k not in ("_attn_implementation_internal", "use_cache")}
+    assert changed == {}

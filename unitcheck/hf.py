@@ -436,6 +436,9 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         if new is not _SAME:
             out[key] = new
+    if nested:  # a sub-config is rebuilt from these: flags and names its parent set stay set
+        out.update({k: v for k, v in values.items() if k not in out and k not in subs and isinstance(v, (bool, str))
+                    and declared.get(k, dataclasses.MISSING) not in (v, dataclasses.MISSING, "<factory>")})
     _follow_sibling_layers(values, subs, out)
     if stages is not None and layer is not None and out.get(layer[0]) == n_layers:
         # only where the stack really shrank (Swin's derived stage count stays at four)
