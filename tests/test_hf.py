@@ -1153,3 +1153,17 @@ def test_a_sub_config_keeps_the_flags_and_names_its_parent_set(model_type: str) 
     changed = {(path, k): (v, shrunk[path].get(k)) for path, fields in default.items() for k, v in fields.items()
                if shrunk[path].get(k) != v and k not in ("_attn_implementation_internal", "use_cache")}
     assert changed == {}
+
+
+@needs_hf
+@pytest.mark.slow
+def test_a_vision_merger_as_wide_as_the_text_model_traces() -> None:
+    """GLM-5-Next's default config merges image patches to 1536 features for a 4096-wide text
+    model, so the model refused every image; and its vision attention splits windows of length 0."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    cfg = hf.make_config("glm5_next")
+    assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
+    g = trace(*hf.build("glm5_next", device="meta"))
+    assert g.method == "export" and len(g.compute_nodes()) > 1000

@@ -206,6 +206,23 @@ def test_floor_division_traces_with_real_values() -> None:
                        model(*inputs))
 
 
+def test_an_empty_result_is_inferred_whatever_its_strides() -> None:
+    """Where real-value propagation finds an op's fake result unlike its real one, torch 2.13
+    infers the fake result from the real one, and refused an empty result ("not dense in
+    memory": GLM-5-Next's vision attention over a window of length 0)."""
+    import torch._subclasses.fake_tensor as fake_tensor
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from unitcheck.fake_kernels import corrected
+
+    empty = torch.empty(24, 8, 16)[:, :, :0]
+    mode = fake_tensor.FakeTensorMode(shape_env=ShapeEnv())
+    with corrected():
+        fake = fake_tensor._infer_fake_from_real_tensor(mode, torch.ops.aten.reshape.default, empty)
+    assert isinstance(fake, fake_tensor.FakeTensor) and fake.dim() == 3 and fake.dtype == empty.dtype
+    assert fake.is_contiguous()
+
+
 def test_branch_on_an_activation_is_captured_by_a_recorded_run_and_said_so() -> None:
     """Export with real values decides branches on metadata only. For checking (not for code
     generation) the last resort records one real run: the graph holds the example's branch, with

@@ -72,8 +72,32 @@ def _float_grouped_mm() -> contextlib.AbstractContextManager[None]:
     return _swapped(meta, "_meta_grouped_mm_common", float_common)
 
 
+def _empty_outputs_any_layout() -> contextlib.AbstractContextManager[None]:
+    """Where real-value propagation finds an op's fake result unlike its real one (a size read
+    from values), torch 2.13 infers the fake result from the real one and refuses a real result
+    that is not dense in memory. An empty result holds nothing whatever its strides (GLM-5-Next's
+    vision attention splits its heads by window lengths, one of them 0, and reshapes each chunk):
+    it is inferred as a contiguous tensor of sizes read from values, as
+    torch infers a dense one (whose rule fails on a dimension of size 0)."""
+    import torch._subclasses.fake_tensor as fake_tensor
+
+    def infer(original: Any) -> Any:
+        def inferred(mode: Any, op: Any, real_out: torch.Tensor) -> torch.Tensor:
+            if real_out.numel() != 0:
+                return original(mode, op, real_out)  # type: ignore[no-any-return]
+            from torch._library.fake_impl import allocate_size
+
+            sizes = [allocate_size(mode.shape_env) for _ in range(real_out.dim())]  # as torch infers them
+            with mode:
+                return torch.empty(sizes, device=real_out.device, dtype=real_out.dtype, layout=real_out.layout)
+
+        return inferred
+
+    return _swapped(fake_tensor, "_infer_fake_from_real_tensor", infer)
+
+
 @contextlib.contextmanager
 def corrected() -> Iterator[None]:
     """Every correction, for the duration of one capture."""
-    with _bool_signbit(), _float_grouped_mm():
+    with _bool_signbit(), _float_grouped_mm(), _empty_outputs_any_layout():
         yield

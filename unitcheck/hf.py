@@ -766,6 +766,8 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # the text embeddings, so that width must be the text model's; the defaults leave 2048 against
     # 4096 (checkpoints set both to 2048), and the model refuses every image
     "janus": {"vision_config.projection_dim": _Same("text_config.hidden_size")},
+    # the same for its vision merger's output: 1536 against the text model's 4096 by default
+    "glm5_next": {"vision_config.out_hidden_size": _Same("text_config.hidden_size")},
     "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
                   "text_config.indexer_head_dim": 32, "text_config.indexer_budget": 8,
                   "text_config.indexer_compress_ratio": 4},
