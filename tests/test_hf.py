@@ -1167,3 +1167,17 @@ def test_a_vision_merger_as_wide_as_the_text_model_traces() -> None:
     assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
     g = trace(*hf.build("glm5_next", device="meta"))
     assert g.method == "export" and len(g.compute_nodes()) > 1000
+
+
+@needs_hf
+def test_an_audio_model_gets_the_bins_its_feature_extractor_makes() -> None:
+    """Gemma 4's audio config names no mel-bin count, and its input projection is sized for the
+    128 bins its feature extractor makes: the builder's default of 80 did not fit."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    assert hf._extractor_features("gemma4_audio") == 128  # found through the family's extractor
+    assert hf._extractor_features("wav2vec2") is None  # a waveform's extractor has one feature
+    model, inputs = hf.build("gemma4_audio", device="meta")
+    assert inputs["input_features"].shape[-1] == 128
+    assert trace(model, inputs).method == "export"

@@ -1190,7 +1190,7 @@ def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[
     per_channel = _find(cfg, "input_feat_per_channel")
     if _is_int(chans) and _is_int(per_channel):
         sizes.insert(0, per_channel * chans)
-    sizes = list(dict.fromkeys(sizes)) or [80]
+    sizes = list(dict.fromkeys(sizes)) or [_extractor_features(str(getattr(cfg, "model_type", ""))) or 80]
     mel = sizes[0]
     src = _find(cfg, "max_source_positions")
     if _is_int(src):
@@ -1202,6 +1202,24 @@ def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[
         out.append((f"input_features ({feat} features last)", {name: torch.randn(batch, frames, feat, generator=g)}))
     out.append(("input_features (one-channel spectrogram)", {name: torch.randn(batch, 1, frames, mel, generator=g)}))
     return out
+
+
+def _extractor_features(model_type: str) -> int | None:
+    """The features a frame has as the type's feature extractor makes them by default (its mel
+    bins), for an audio model whose config does not say (Gemma 4's audio tower sizes its input
+    projection for 128 bins); looked up by the type, else by the family it names first
+    (``gemma4_audio`` -> ``gemma4``)."""
+    import transformers
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    parts = model_type.split("_")
+    name = next((n for i in range(len(parts), 0, -1) if (n := FEATURE_EXTRACTOR_MAPPING_NAMES.get("_".join(parts[:i])))),
+                None)
+    try:
+        size = getattr(getattr(transformers, name)(), "feature_size", None) if name else None
+    except Exception:  # an extractor that needs a backend or arguments: no answer
+        return None
+    return int(size) if _is_int(size) and size > 1 else None  # 1: a waveform's extractor
 
 
 def _time_series(cfg: Any, params: set[str], batch: int, g: torch.Generator) -> list[tuple[str, dict[str, Any]]]:
