@@ -1181,3 +1181,7 @@ def test_an_audio_model_gets_the_bins_its_feature_extractor_makes() -> None:
     model, inputs = hf.build("gemma4_audio", device="meta")
     assert inputs["input_features"].shape[-1] == 128
     assert trace(model, inputs).method == "export"
+    # an input made from its name (Gemma 3n's audio_mel) gets the config's bins, not the model's width
+    model, inputs = hf.build("gemma3n_audio", device="meta")
+    assert inputs["audio_mel"].shape[-1] == model.config.input_feat_size != model.config.hidden_size
+    assert trace(model, inputs).method == "export"

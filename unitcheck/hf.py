@@ -1204,6 +1204,13 @@ def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[
     return out
 
 
+def _mel_bins(cfg: Any) -> int:
+    """The mel bins of a spectrogram input: the config's count, else what the type's feature
+    extractor makes, else 80."""
+    mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
+    return int(mel) if _is_int(mel) else _extractor_features(str(getattr(cfg, "model_type", ""))) or 80
+
+
 def _extractor_features(model_type: str) -> int | None:
     """The features a frame has as the type's feature extractor makes them by default (its mel
     bins), for an audio model whose config does not say (Gemma 4's audio tower sizes its input
@@ -1282,8 +1289,7 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
         elif (shown := _image_sizes(name, inputs, batch)) is not None:
             inputs[name] = shown
         elif "mel" in name:
-            mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
-            inputs[name] = torch.randn(batch, seq, int(mel) if _is_int(mel) else 80, generator=g)
+            inputs[name] = torch.randn(batch, seq, _mel_bins(cfg), generator=g)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
 
@@ -1716,6 +1722,8 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             out[name] = torch.rand(batch, n, dim(name, 4), generator=g)
         elif low.endswith(("to_go", "rewards", "reward", "returns")):
             out[name] = torch.randn(batch, n, 1, generator=g)
+        elif "mel" in low:  # Gemma 3n's audio_mel: frames of mel bins
+            out[name] = torch.randn(batch, n, _mel_bins(cfg), generator=g)
         else:
             out[name] = torch.randn(batch, n, dim(name, width), generator=g)
     return out
