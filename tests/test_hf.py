@@ -1135,17 +1135,18 @@ def test_a_sub_config_field_its_parent_requires_equal_takes_the_parents_value() 
 
 
 @needs_hf
-@pytest.mark.parametrize("model_type", ["zoedepth", "paligemma", "vision-encoder-decoder", "sam3"])
+@pytest.mark.parametrize("model_type", ["zoedepth", "paligemma", "vision-encoder-decoder", "sam3", "chmv2", "mistral3"])
 def test_a_sub_config_keeps_the_flags_and_names_its_parent_set(model_type: str) -> None:
     """A shrunk sub-config is rebuilt from its changed fields, so what its parent's default set
     otherwise (ZoeDepth's backbone returns hidden states unreshaped, PaliGemma's vision tower has
-    no head, a decoder is a decoder) fell back to the sub-config class's own default."""
+    no head, a decoder is a decoder, CHMv2's backbone returns its class tokens, Mistral 3's text
+    model has its own norm epsilon) fell back to the sub-config class's own default."""
     from transformers import CONFIG_MAPPING
 
     from unitcheck.hf import _paths, _subconfigs, make_config
 
     def flags(cfg: Any) -> dict[tuple[str, ...], dict[str, Any]]:
-        return {path: {k: v for k, v in vars(c).items() if isinstance(v, (bool, str)) and k != "transformers_version"
+        return {path: {k: v for k, v in vars(c).items() if isinstance(v, (bool, str, float)) and k != "transformers_version"
                        and k not in _subconfigs(c)} for path, c in _paths(cfg) if path}
 
     default, shrunk = flags(CONFIG_MAPPING[model_type]()), flags(make_config(model_type))

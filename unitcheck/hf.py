@@ -436,9 +436,8 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         if new is not _SAME:
             out[key] = new
-    if nested:  # a sub-config is rebuilt from these: flags and names its parent set stay set
-        out.update({k: v for k, v in values.items() if k not in out and k not in subs and isinstance(v, (bool, str))
-                    and declared.get(k, dataclasses.MISSING) not in (v, dataclasses.MISSING, "<factory>")})
+    if nested:  # rebuilt from these alone, the sub-config would take its class's defaults
+        out.update(_set_by_parent(cfg, out, subs))
     _follow_sibling_layers(values, subs, out)
     if stages is not None and layer is not None and out.get(layer[0]) == n_layers:
         # only where the stack really shrank (Swin's derived stage count stays at four)
@@ -446,6 +445,27 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
     if plan.widths:
         _rescale_rope_sections(values, out, new_heads)
     return out
+
+
+def _set_by_parent(cfg: Any, out: Mapping[str, Any], subs: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags, names and constants a sub-config holds unlike a default instance of its class,
+    where the shrink left them alone: what its parent's default set (ZoeDepth's backbone returns
+    hidden states unreshaped, CHMv2's returns its class tokens, a decoder is a decoder, Mistral 3's
+    text model has its own rope theta). Sizes are the shrink's to choose, so no int is taken."""
+    try:
+        fresh = vars(type(cfg)())
+    except Exception:  # a class that cannot be built alone: nothing to compare with
+        return {}
+    skip = {*out, *subs, "transformers_version", "architectures", "model_type"}
+    return {k: v for k, v in vars(cfg).items() if k not in skip and not k.startswith("_")
+            and isinstance(v, (bool, str, float)) and (k not in fresh or not _equal(fresh[k], v))}
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # values whose comparison is not a bool (tensors)
+        return a is b
 
 
 def _without_timm(sub: Any) -> Any:
