@@ -127,6 +127,9 @@ _KEEP_NAMES = (
     "dot.default",
     "vdot.default",
     "trace.default",
+    # ranges: CHMv2's depth bins (arange, scale and shift round some points otherwise)
+    "linspace.default",
+    "logspace.default",
     # resampling: interpolation and adaptive pooling (LW-DETR's bicubic position-table resize)
     "upsample_bicubic2d.vec",
     "_upsample_bicubic2d_aa.vec",

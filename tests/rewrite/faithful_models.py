@@ -297,6 +297,9 @@ ROUNDING_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "mv": lambda h: torch.mv(h[0], h[1, 0]),
     "dot": lambda h: torch.dot(h[0, 0], h[1, 0]),
     "trace": lambda h: torch.trace(h[0, :, :6]),
+    # CHMv2's depth bins: the decomposition (arange, scale, shift) rounds some of 256 points otherwise
+    "linspace": lambda h: h * torch.linspace(0.001, 12.0, 256).view(32, 8)[-6:],
+    "logspace": lambda h: h * torch.logspace(-3.0, 1.1, 256).view(32, 8)[-6:],
 }
 
 
