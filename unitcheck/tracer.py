@@ -129,7 +129,13 @@ _KEEP_NAMES = (
     "trace.default",
     # ranges: CHMv2's depth bins (arange, scale and shift round some points otherwise)
     "linspace.default",
+    "linspace.Tensor_Tensor",
+    "linspace.Tensor_Scalar",
+    "linspace.Scalar_Tensor",
     "logspace.default",
+    "logspace.Tensor_Tensor",
+    "logspace.Tensor_Scalar",
+    "logspace.Scalar_Tensor",
     # resampling: interpolation and adaptive pooling (LW-DETR's bicubic position-table resize)
     "upsample_bicubic2d.vec",
     "_upsample_bicubic2d_aa.vec",

@@ -300,6 +300,8 @@ ROUNDING_KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     # CHMv2's depth bins: the decomposition (arange, scale, shift) rounds some of 256 points otherwise
     "linspace": lambda h: h * torch.linspace(0.001, 12.0, 256).view(32, 8)[-6:],
     "logspace": lambda h: h * torch.logspace(-3.0, 1.1, 256).view(32, 8)[-6:],
+    # the overload with tensor ends (CHMv2's bins run from its config's min and max depth tensors)
+    "linspace.Tensor_Tensor": lambda h: h * torch.linspace(h.new_tensor(0.001), h.new_tensor(12.0), 256).view(32, 8)[-6:],
 }
 
 
