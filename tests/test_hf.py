@@ -1186,3 +1186,13 @@ def test_an_audio_model_gets_the_bins_its_feature_extractor_makes() -> None:
     model, inputs = hf.build("gemma3n_audio", device="meta")
     assert inputs["audio_mel"].shape[-1] == model.config.input_feat_size != model.config.hidden_size
     assert trace(model, inputs).method == "export"
+
+
+@needs_hf
+def test_a_sub_config_keeps_its_shrunk_sizes_over_a_preset_its_parent_named() -> None:
+    """HGNetV2's ``arch`` picks a preset's stage sizes: carried from PP-DocLayout-V2's default,
+    it replaced the shrunk stages with the large preset's."""
+    from unitcheck.hf import make_config
+
+    backbone = make_config("pp_doclayout_v2").backbone_config
+    assert getattr(backbone, "arch", None) is None and max(backbone.hidden_sizes) <= 256

@@ -451,13 +451,15 @@ def _set_by_parent(cfg: Any, out: Mapping[str, Any], subs: Mapping[str, Any]) ->
     """The flags, names and constants a sub-config holds unlike a default instance of its class,
     where the shrink left them alone: what its parent's default set (ZoeDepth's backbone returns
     hidden states unreshaped, CHMv2's returns its class tokens, a decoder is a decoder, Mistral 3's
-    text model has its own rope theta). Sizes are the shrink's to choose, so no int is taken."""
+    text model has its own rope theta). Sizes are the shrink's to choose, so no int is taken, nor
+    a name that picks a preset architecture (HGNetV2's ``arch``: PP-DocLayout-V2's backbone took
+    the large preset's stages over its shrunk ones)."""
     try:
         fresh = vars(type(cfg)())
     except Exception:  # a class that cannot be built alone: nothing to compare with
         return {}
     skip = {*out, *subs, "transformers_version", "architectures", "model_type"}
-    return {k: v for k, v in vars(cfg).items() if k not in skip and not k.startswith("_")
+    return {k: v for k, v in vars(cfg).items() if k not in skip and not k.startswith("_") and "arch" not in k
             and isinstance(v, (bool, str, float)) and (k not in fresh or not _equal(fresh[k], v))}
 
 
