@@ -1196,3 +1196,15 @@ def test_a_sub_config_keeps_its_shrunk_sizes_over_a_preset_its_parent_named() ->
 
     backbone = make_config("pp_doclayout_v2").backbone_config
     assert getattr(backbone, "arch", None) is None and max(backbone.hidden_sizes) <= 256
+
+
+@needs_hf
+def test_a_detector_gets_the_per_class_settings_its_forward_reads() -> None:
+    """PP-DocLayout-V2's forward reads a threshold and a reading-order rank per class, which its
+    default config leaves unset: every example failed in the model itself."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("pp_doclayout_v2", device="cpu")
+    assert len(model.config.class_thresholds) == len(model.config.class_order) == model.config.num_labels
+    with torch.no_grad():
+        model.eval()(**inputs)

@@ -788,6 +788,9 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # the text embeddings, so that width must be the text model's; the defaults leave 2048 against
     # 4096 (checkpoints set both to 2048), and the model refuses every image
     "janus": {"vision_config.projection_dim": _Same("text_config.hidden_size")},
+    # its post-processing in forward reads a threshold and a reading-order rank per class, which
+    # the default (two labels) leaves unset; checkpoints list one for each of their classes
+    "pp_doclayout_v2": {"class_thresholds": [0.5, 0.5], "class_order": [0, 1]},
     # the same for its vision merger's output: 1536 against the text model's 4096 by default
     "glm5_next": {"vision_config.out_hidden_size": _Same("text_config.hidden_size")},
     "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
