@@ -1199,6 +1199,18 @@ def test_a_sub_config_keeps_its_shrunk_sizes_over_a_preset_its_parent_named() ->
 
 
 @needs_hf
+def test_a_width_one_config_reads_from_another_follows_its_shrink() -> None:
+    """PP-DocLayout-V3's mask branch reads the backbone's first stage: x4_feat_dim and the
+    stage's channels are both 128 by default, but they shrank by different ratios (to 32 and 8)."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("pp_doclayout_v3", device="cpu")
+    assert model.config.x4_feat_dim == model.config.backbone_config.stage_out_channels[0]
+    with torch.no_grad():
+        model.eval()(**inputs)
+
+
+@needs_hf
 def test_a_detector_gets_the_per_class_settings_its_forward_reads() -> None:
     """PP-DocLayout-V2's forward reads a threshold and a reading-order rank per class, which its
     default config leaves unset: every example failed in the model itself."""

@@ -754,9 +754,11 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
 
 @dataclass(frozen=True)
 class _Same:
-    """A gap's value: another field's, after the shrink (``--set`` spelling)."""
+    """A gap's value: another field's, after the shrink (``--set`` spelling); ``index`` picks one
+    element of a list-valued field."""
 
     field: str
+    index: int | None = None
 
 
 # Per-type values for fields a default config leaves unset although its model code cannot run
@@ -791,6 +793,9 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # its post-processing in forward reads a threshold and a reading-order rank per class, which
     # the default (two labels) leaves unset; checkpoints list one for each of their classes
     "pp_doclayout_v2": {"class_thresholds": [0.5, 0.5], "class_order": [0, 1]},
+    # its mask branch reads the backbone's first stage (x4_feat_dim 128, the stage's 128 channels by
+    # default); the two shrink by different widths' ratios (to 32 and 8), so the model refused them
+    "pp_doclayout_v3": {"x4_feat_dim": _Same("backbone_config.stage_out_channels", 0)},
     # the same for its vision merger's output: 1536 against the text model's 4096 by default
     "glm5_next": {"vision_config.out_hidden_size": _Same("text_config.hidden_size")},
     "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
@@ -814,7 +819,8 @@ def _shrunk_value(kwargs: Mapping[str, Any], cfg: Any, dotted: str) -> Any:
 def _fill_gaps(kwargs: dict[str, Any], cfg: Any, model_type: str) -> None:
     for dotted, value in _KNOWN_GAPS.get(model_type, {}).items():
         if isinstance(value, _Same):
-            value = _shrunk_value(kwargs, cfg, value.field)
+            index, value = value.index, _shrunk_value(kwargs, cfg, value.field)
+            value = value[index] if index is not None and isinstance(value, (list, tuple)) else value
         *path, key = dotted.split(".")
         target, node = kwargs, cfg
         for part in path:
