@@ -24,6 +24,7 @@ import contextlib
 import copy
 import dataclasses
 import difflib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -1221,7 +1222,7 @@ def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[
     per_channel = _find(cfg, "input_feat_per_channel")
     if _is_int(chans) and _is_int(per_channel):
         sizes.insert(0, per_channel * chans)
-    sizes = list(dict.fromkeys(sizes)) or [_extractor_features(str(getattr(cfg, "model_type", ""))) or 80]
+    sizes = list(dict.fromkeys(sizes)) or [_default_bins(cfg)]
     mel = sizes[0]
     src = _find(cfg, "max_source_positions")
     if _is_int(src):
@@ -1236,12 +1237,17 @@ def _audio_layouts(cfg: Any, name: str, batch: int, g: torch.Generator) -> list[
 
 
 def _mel_bins(cfg: Any) -> int:
-    """The mel bins of a spectrogram input: the config's count, else what the type's feature
-    extractor makes, else 80."""
+    """The mel bins of a spectrogram input: the config's count, else :func:`_default_bins`."""
     mel = _find(cfg, "num_mel_bins", "n_mels", "input_feat_size", "feature_size")
-    return int(mel) if _is_int(mel) else _extractor_features(str(getattr(cfg, "model_type", ""))) or 80
+    return int(mel) if _is_int(mel) else _default_bins(cfg)
 
 
+def _default_bins(cfg: Any) -> int:
+    """Where the config names no feature count: what the type's feature extractor makes, else 80."""
+    return _extractor_features(str(getattr(cfg, "model_type", ""))) or 80
+
+
+@functools.cache  # an extractor computes its mel filters when built
 def _extractor_features(model_type: str) -> int | None:
     """The features a frame has as the type's feature extractor makes them by default (its mel
     bins), for an audio model whose config does not say (Gemma 4's audio tower sizes its input

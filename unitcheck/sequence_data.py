@@ -29,9 +29,7 @@ _TUPLE_LIMIT = 32
 
 
 def _holds_fake(data: Any) -> bool:
-    if isinstance(data, FakeTensor):
-        return True
-    return isinstance(data, _SEQUENCES) and any(_holds_fake(e) for e in data)
+    return any(isinstance(t, FakeTensor) for t in _leaves(data))
 
 
 def _inferred(data: Any) -> torch.dtype:
@@ -87,18 +85,19 @@ def _index(index: Any) -> Any:
     return _from_data(index) if isinstance(index, _SEQUENCES) and _holds_fake(index) else index
 
 
+_INDEXING = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
+
+
 class _Stacking(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func is torch.tensor and args and isinstance(args[0], _SEQUENCES) and _holds_fake(args[0]):
             return _from_data(args[0], **kwargs)
-        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) > 1 and _holds_fake(args[1]):
+        if func in _INDEXING and len(args) > 1 and _holds_fake(args[1]):
             args = (args[0], _index(args[1]), *args[2:])
         return func(*args, **kwargs)
 
 
-@contextlib.contextmanager
-def stacked() -> Iterator[None]:
+def stacked() -> contextlib.AbstractContextManager[Any]:
     """Within the block, tensors made from sequences of fake tensors are stacked from them."""
-    with _Stacking():
-        yield
+    return _Stacking()

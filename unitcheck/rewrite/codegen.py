@@ -408,8 +408,7 @@ def _without_grad_again(graph: fx.Graph) -> None:
     if not runs:
         return
     with graph.inserting_before(runs[0][0]):
-        entered = graph.call_function(torch.is_grad_enabled, ())
-    entered.name = "grad_enabled"
+        entered = graph.create_node("call_function", torch.is_grad_enabled, (), {}, name="grad_enabled")
     for run in runs:
         with graph.inserting_before(run[0]):
             graph.call_function(torch._C._set_grad_enabled, (False,))
