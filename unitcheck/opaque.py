@@ -59,6 +59,8 @@ def _encode_out(value: Any, tensors: list[torch.Tensor]) -> Any:
         cls = type(value)
         return {"kind": "dict", "cls": None if cls is dict else f"{cls.__module__}:{cls.__qualname__}",
                 "keys": list(value), "items": [_encode_out(v, tensors) for v in value.values()]}
+    if isinstance(value, tuple) and hasattr(type(value), "_fields") and _ref(type(value)) is not None:
+        return {"kind": "namedtuple", "cls": _ref(type(value)), "items": [_encode_out(v, tensors) for v in value]}
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
         return {"kind": type(value).__name__, "items": [_encode_out(v, tensors) for v in value]}
     if value is None or isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value)):
@@ -82,6 +84,8 @@ def _decode_out(template: Any, tensors: list[Any]) -> Any:
         if template["kind"] == "dict":
             pairs = dict(zip(template["keys"], items, strict=True))
             return pairs if template["cls"] is None else _resolve(template["cls"])(**pairs)
+        if template["kind"] == "namedtuple":  # Reformer's encoder returns one
+            return _resolve(template["cls"])(*items)
         return tuple(items) if template["kind"] == "tuple" else items
     return template
 

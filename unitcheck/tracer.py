@@ -22,6 +22,7 @@ import logging
 import operator
 import pickle
 import re
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -1360,6 +1361,36 @@ def _literal(value: Any) -> bool:
     return type(value) is dict and all(isinstance(k, str) and _literal(v) for k, v in value.items())
 
 
+# collectors of the modules whose forward applied an autograd.Function that generated code cannot
+# call again (see uncallable_functions)
+_UNCALLED: list[list[nn.Module | None]] = []
+
+
+def _caller(frame: Any) -> nn.Module | None:
+    """The module whose method the innermost frame from ``frame`` outward belongs to."""
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, nn.Module):
+            return owner
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def uncallable_functions() -> Iterator[list[nn.Module | None]]:
+    """While active, collects the module that applied each ``autograd.Function`` whose call
+    generated code could not write down (its arguments hold modules or lists: Reformer's
+    reversible layers). The capture inlines its forward and loses its hand-written backward
+    (Reformer runs its layers under ``no_grad`` and recomputes them in ``backward``), so the
+    rewriter keeps that module whole instead (None: no module applied it)."""
+    found: list[nn.Module | None] = []
+    _UNCALLED.append(found)
+    try:
+        yield found
+    finally:
+        _UNCALLED.remove(found)
+
+
 @contextlib.contextmanager
 def mark_autograd_functions() -> Iterator[None]:
     """Mark the nodes of each ``Function.apply`` the capture inlines (a hand-written backward,
@@ -1373,6 +1404,8 @@ def mark_autograd_functions() -> Iterator[None]:
 
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
         if kwargs or not _importable(cls) or not all(isinstance(a, torch.Tensor) or _literal(a) for a in args):
+            if _UNCALLED and cls.__module__.partition(".")[0] != "torch":  # not a custom op's autograd
+                _UNCALLED[-1].append(_caller(sys._getframe(1)))
             return original(cls, *args, **kwargs)
         consts = {i: a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
         mark = {CALL_KEY: "autograd_function", "unitcheck_call_id": next_call_id(),

@@ -3,6 +3,7 @@ relative to the input's dtype, a mask at the dtype's limit, batch-norm statistic
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -204,6 +205,71 @@ class StraightThrough(nn.Module):
         h = self.lin(x)
         y = ConfiguredThrough.apply(h, {"scale": 4.0}) if self.configured else RoundThrough.apply(h, 4.0)
         return y.pow(2).mean()
+
+
+class _Recomputed(torch.autograd.Function):
+    """Reformer's reversible layers in small: the forward runs the layers without grad, the
+    backward runs them again with grad (so a traced forward has no gradient at all), and it
+    refuses to run in eval mode. Its arguments hold modules: generated code cannot call it."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, layers: nn.ModuleList) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        ctx.layers = layers
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            for layer in layers:
+                x = layer(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:  # type: ignore[no-untyped-def,override]
+        assert ctx.layers[0].training, "train me in training mode"
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            y = x
+            for layer in ctx.layers:
+                y = layer(y)
+            torch.autograd.backward(y, grad)
+        return x.grad, None
+
+
+class _ReseededLayer(nn.Module):
+    """A layer that reseeds from the system's entropy before its dropout (Reformer's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            torch.manual_seed(torch.seed() % 2**31)
+        return self.drop(torch.tanh(self.lin(x)))
+
+
+EncoderOutput = namedtuple("EncoderOutput", ["hidden", "scale"])  # Reformer's encoder returns a namedtuple
+
+
+class _Recomputing(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([_ReseededLayer(), _ReseededLayer()])
+
+    def forward(self, x: torch.Tensor) -> EncoderOutput:
+        return EncoderOutput(_Recomputed.apply(x, self.layers), x.abs().amax())
+
+
+class Reversible(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(8, 8)
+        self.encoder = _Recomputing()
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        encoded = self.encoder(self.inp(x))
+        return self.out(encoded.hidden / encoded.scale).sum()
 
 
 class Windowed(nn.Module):

@@ -59,6 +59,7 @@ from .faithful_models import (
     RelativeTable,
     Resampling,
     RescalesOnce,
+    Reversible,
     ScaledByArgument,
     ScaledWhenLong,
     SelectsFrames,
@@ -466,6 +467,35 @@ def test_autograd_functions_keep_their_backward(configured: bool) -> None:
     res = rewrite(model, (x,), to="identity")
     assert ("ConfiguredThrough" if configured else "RoundThrough") in res.source
     assert same_computation(model, res.module, (x,), training=True)
+
+
+def test_a_module_applying_a_function_generated_code_cannot_call_is_kept_whole() -> None:
+    """Reformer: an autograd.Function over a list of layers (forward without grad, layers run
+    again in backward) is kept whole in the module that applies it; inlined, the generated
+    module had no gradients. Its backward refuses eval mode, and so must the generated one's;
+    its layers reseed from the system's entropy, which the comparison draws from the seed."""
+    torch.manual_seed(0)
+    model, x = Reversible(), torch.randn(3, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert res.kept == ["encoder"], res.kept
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training
+
+
+def test_a_backward_only_the_model_refuses_is_a_difference() -> None:
+    torch.manual_seed(0)
+    model, x = Reversible(), torch.randn(3, 8)
+    inlined = nn.Sequential(model.inp, *model.encoder.layers, model.out)
+    inlined.forward = lambda x: model.out(model.encoder.layers[1](model.encoder.layers[0](model.inp(x)))
+                                          / model.inp(x).abs().amax()).sum()
+    assert differences(model, inlined, (x,), False) == [
+        "eval: the model's backward raised AssertionError: train me in training mode, the generated module's ran"]
+
+
+def test_two_training_steps_under_one_seed_agree_when_the_model_reseeds_from_entropy() -> None:
+    torch.manual_seed(0)
+    model, x = Reversible(), torch.randn(3, 8)
+    assert differences(model, copy.deepcopy(model), (x,), True) == []
 
 
 class RejectsItsInputs(nn.Module):

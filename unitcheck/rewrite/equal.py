@@ -29,8 +29,13 @@ def _flat(out: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(declared(out)) if isinstance(t, torch.Tensor)]
 
 
+# a step's parameter gradients, or the one line its backward raised (Reformer's reversible layers
+# refuse a backward in eval mode: the generated module, which calls them, must refuse it the same)
+Gradients = dict[str, torch.Tensor | None] | str
+
+
 def _step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], training: bool,
-          seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor | None], dict[str, torch.Tensor]]:
+          seed: int) -> tuple[list[torch.Tensor], Gradients, dict[str, torch.Tensor]]:
     flags = {m: m.training for m in model.modules()}
     grads = {p: p.grad for p in model.parameters()}
     saved = {b: b.detach().clone() for b in model.buffers()}
@@ -38,12 +43,16 @@ def _step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], train
     try:
         for p in model.parameters():
             p.grad = None
-        with seeded(seed):
+        named: Gradients
+        with seeded(seed):  # a backward that draws (Reformer's recomputed dropout) continues the stream
             outs = _flat(model(*args, **kwargs))
-        loss = [o.float().sum() for o in outs if o.requires_grad and o.is_floating_point()]
-        if loss:
-            torch.stack(loss).sum().backward()
-        named = {n: (p.grad.clone() if p.grad is not None else None) for n, p in model.named_parameters()}
+            loss = [o.float().sum() for o in outs if o.requires_grad and o.is_floating_point()]
+            try:
+                if loss:
+                    torch.stack(loss).sum().backward()
+                named = {n: (p.grad.clone() if p.grad is not None else None) for n, p in model.named_parameters()}
+            except Exception as err:  # noqa: BLE001 (compared with the other model's, not raised)
+                named = _one_line(err)
         buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
         return [o.detach() for o in outs], named, buffers
     finally:
@@ -107,13 +116,17 @@ def deterministic() -> Iterator[None]:
     positions) differed from its first run in 19 of 20 reruns, so no generated module could
     equal the model (SAM's null rewrite "differed" by 1e-9). Memory ``torch.empty``
     returns stays unfilled, as in the model's own runs; ops without a deterministic kernel run
-    as they are (``warn_only``), silently."""
+    as they are (``warn_only``), silently. ``torch.seed()`` reseeds from the generator's own
+    stream, not from the system's entropy: Reformer seeds each layer's dropout so, and two of
+    its training steps under one seed differed."""
     import torch.utils.deterministic as det
 
     was = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     fill = det.fill_uninitialized_memory  # type: ignore[attr-defined]
+    entropy = torch.seed, torch.random.seed
     torch.use_deterministic_algorithms(True, warn_only=True)
     det.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    torch.seed = torch.random.seed = _seed_from_stream  # type: ignore[assignment]
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*deterministic.*")
@@ -121,6 +134,15 @@ def deterministic() -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(was[0], warn_only=was[1])
         det.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+        torch.seed, torch.random.seed = entropy  # type: ignore[assignment]
+
+
+def _seed_from_stream() -> int:
+    """``torch.seed()``'s contract (a new seed, set and returned) with the seed drawn from the
+    default generator."""
+    seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
+    torch.manual_seed(seed)
+    return seed
 
 
 def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any, training: bool,
@@ -130,9 +152,7 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
     try:
         out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
     except Exception as err:  # a check of the model's own (a capture on meta deferred it)
-        first = (str(err).splitlines() or [""])[0]
-        raise UsageError(f"the model fails on its own example inputs in {mode} mode: {type(err).__name__}: "
-                         f"{first}") from None
+        raise UsageError(f"the model fails on its own example inputs in {mode} mode: {_one_line(err)}") from None
     out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
     diffs = []
     if len(out_a) != len(out_b):
@@ -140,6 +160,11 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
     for i, (a, b) in enumerate(zip(out_a, out_b)):
         if not _same(a, b):
             diffs.append(f"{mode}: output {i} differs ({_how(a, b)})")
+    if isinstance(grad_a, str) or isinstance(grad_b, str):
+        if grad_a != grad_b:
+            said = [f"raised {g}" if isinstance(g, str) else "ran" for g in (grad_a, grad_b)]
+            diffs.append(f"{mode}: the model's backward {said[0]}, the generated module's {said[1]}")
+        grad_a = grad_b = {}
     for name, g in grad_a.items():
         if name not in grad_b:
             diffs.append(f"{mode}: parameter {name} is missing from the generated module")
@@ -149,6 +174,10 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
         if name in buf_b and not _same(b, buf_b[name]):
             diffs.append(f"{mode}: buffer {name} differs after the step ({_how(b, buf_b[name])})")
     return diffs
+
+
+def _one_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
 
 
 def _how(a: torch.Tensor | None, b: torch.Tensor | None) -> str:
