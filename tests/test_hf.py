@@ -544,6 +544,7 @@ def test_default_configs_their_model_code_cannot_read_are_repaired_at_build() ->
     assert model.config.attn_config.clip_qkv is not None  # the per-type gap table
     assert make_config("qwen4_exp").text_config.indexer_budget % make_config("qwen4_exp").text_config.indexer_compress_ratio == 0
     assert make_config("step3p7").text_config.sliding_window is not None
+    assert make_config("step3p5").sliding_window is not None  # the same text model as its own type
     assert len(make_config("uvdoc").backbone_config.out_features) == 6
     text = build("deepseek_ocr2", device="meta")[0].config.text_config
     assert set(text.mlp_layer_types) == {"sparse"} and len(text.mlp_layer_types) == text.num_hidden_layers

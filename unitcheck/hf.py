@@ -783,6 +783,7 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # its text model builds a sliding-window mask whatever its layer types are, and the default
     # leaves the window unset
     "step3p7": {"text_config.sliding_window": 8},
+    "step3p5": {"sliding_window": 8},  # that text model on its own
     # in training mode its axial position embeddings require the sequence to be exactly as long as
     # the axial shape's product (checkpoints choose it for their length): the default 64 x 64 takes
     # 4096 tokens, the example has 16

@@ -920,3 +920,47 @@ def test_ids_truncated_from_a_float_input_are_measured_without_crossing_their_ju
     assert rows_by_gen and all(r.match for r in rows_by_gen.values()), [
         (g, r.predicted_gauge, r.measured) for g, r in rows_by_gen.items() if not r.match]
     assert not rows_by_gen["p:proj.weight"].predicted_gauge
+
+
+class SharedBound(nn.Module):
+    """Gemma 3n's audio conformer: one 0-d buffer bounds two clamps at different scales (its
+    gradient clipping, 1e10), so the second clamp mixes units, and the example never reaches it."""
+
+    def __init__(self, bound: float) -> None:
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = nn.Linear(64, 64)
+        self.clip = nn.Buffer(torch.tensor(bound), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.clamp(self.a(x), -self.clip, self.clip)
+        h = torch.clamp(self.b(torch.tanh(h)), -self.clip, self.clip)
+        return h.pow(2).mean()
+
+
+@pytest.mark.parametrize("bound", [1e10, 3.0])
+def test_a_bound_held_in_a_scalar_tensor_is_a_threshold_the_witnesses_reach(bound: float) -> None:
+    """Fresh witnesses drew the two bounds independently, so min above max clamped everything
+    to one bound (equivariant); the bound's own value is a threshold, as a literal is."""
+    model, x = SharedBound(bound), torch.randn(2, 4, 64)
+    assert [v.rule for v in lint(model, x).violations].count("UC101") == 1
+    res = oracle.verify(model, x)
+    assert res.ok and res.violations == res.confirmed == 2, [str(d) for d in res.disagreements]
+
+
+class Float32Weights(nn.Module):
+    """SLANet's decoder in small: weights made in float32 whatever the model's dtype, so its
+    float64 copy fails where they meet a float64 activation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = torch.softmax(torch.ones(x.shape[0], 1, x.shape[1], dtype=torch.float32), -1)
+        return torch.matmul(w, torch.tanh(self.inp(x))).pow(2).mean()
+
+
+def test_a_model_that_makes_float32_tensors_is_verified_from_its_own_dtype() -> None:
+    res = oracle.verify(Float32Weights(), torch.randn(2, 3, 4))
+    assert res.ok and res.checked == res.agreed > 0 and res.violations == res.confirmed == 1, res

@@ -215,12 +215,13 @@ def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2
 def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> dict[fx.Node, Any]:
     """The recorded inputs with every float tensor replaced by an independent Gaussian draw, each
     element times ``10**u`` with u uniform in [-spread, spread] (a literal threshold such as
-    ``clamp(x, -10, 10)`` only shows at magnitudes that reach it)."""
+    ``clamp(x, -10, 10)`` only shows at magnitudes that reach it); with a spread, a 0-d operand,
+    a threshold (see :func:`_literals`), keeps its value."""
     g = torch.Generator().manual_seed(seed)
     out = dict(env)
     for p in node.all_input_nodes:
         v = env.get(p)
-        if is_value(v):
+        if is_value(v) and not (spread and v.dim() == 0):
             x = torch.randn(v.shape, generator=g, dtype=v.dtype)
             if spread:
                 u = torch.rand(v.shape, generator=g, dtype=torch.float64) * (2 * spread) - spread
@@ -229,27 +230,34 @@ def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> di
     return out
 
 
-def _literals(node: fx.Node) -> list[float]:
-    """The finite non-zero numbers among the node's arguments."""
-    return [float(a) for a in pytree.tree_leaves((node.args, node.kwargs))
-            if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a != 0]
+def _literals(node: fx.Node, env: Env) -> list[float]:
+    """The finite non-zero numbers among the node's arguments, with the values of its 0-d float
+    operands: a bound held as a scalar tensor (Gemma 3n clamps at a buffer of 1e10) is a
+    threshold as a literal is."""
+    scalars = [env.get(p) for p in node.all_input_nodes]
+    numbers = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, (int, float))]
+    numbers += [float(v) for v in scalars if is_value(v) and v.dim() == 0 and not v.is_complex()]
+    return [float(a) for a in numbers if not isinstance(a, bool) and math.isfinite(a) and a != 0]
 
 
-def _largest_literal(node: fx.Node) -> float:
-    """The largest finite number among the node's arguments (1 when there is none)."""
-    return max([1.0, *(abs(a) for a in _literals(node))])
+def _largest_literal(node: fx.Node, env: Env) -> float:
+    """The largest finite threshold among the node's arguments (1 when there is none)."""
+    return max([1.0, *(abs(a) for a in _literals(node, env))])
 
 
 def _straddling_inputs(node: fx.Node, env: Env, g: Mapping[str, float], seed: int) -> dict[fx.Node, Any] | None:
     """Fresh inputs half of whose elements sit at ``L / sqrt(c)`` for each literal L of the node
     (c: the character of the input's unit under g), so that the draw carries them across L: the
     witness for a threshold (``x >= -5``, ``clamp(x, max=5)``) that random values rarely straddle."""
-    lits = _literals(node)
+    lits = _literals(node, env)
     if not lits:
         return None
-    out = _fresh_inputs(node, env, seed)
+    out = _fresh_inputs(node, env, seed, spread=0.0)
     for p in node.all_input_nodes:
         unit, v = unit_of(p), out.get(p)
+        if is_value(v) and v.dim() == 0:  # a threshold itself: its recorded value
+            out[p] = env.get(p)
+            continue
         if not (is_value(v) and isinstance(unit, Unit)) or v.numel() == 0:
             continue
         c = unit.character(g)
@@ -269,7 +277,7 @@ def _witnesses(node: fx.Node, env: Env, g: Mapping[str, float]) -> Iterator[Env]
     straddle each literal under the draw."""
     yield env
     yield _fresh_inputs(node, env, 99)
-    yield _fresh_inputs(node, env, 98, spread=max(3.0, math.log10(_largest_literal(node)) + 2.0))
+    yield _fresh_inputs(node, env, 98, spread=max(3.0, math.log10(_largest_literal(node, env)) + 2.0))
     straddling = _straddling_inputs(node, env, g, 97)
     if straddling is not None:
         yield straddling
