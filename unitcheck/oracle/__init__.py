@@ -21,7 +21,6 @@ import copy
 import math
 import os
 import random
-import re
 from typing import Any
 
 import torch
@@ -90,22 +89,24 @@ def prepare(
     inputs64 = pytree.tree_map(_to64, example_inputs)
     try:
         ug = infer_units(model64, inputs64, **infer_kw)
-    except TraceError as err:
-        if not _MIXED_FLOATS.search(str(err).splitlines()[0] if str(err) else ""):
+    except TraceError:
+        if all(t.dtype == torch.float64 for t in state):
             raise
         # the model makes tensors in a fixed float32 (SLANet's decoder state, Gemma 4's audio
-        # positions), so its float64 copy mixes the two: the graph is captured in the model's own
-        # dtype, and every oracle run still computes in float64 (leaves and recorded casts raised)
+        # positions) or casts a submodule to one (Switch's router), which its float64 copy mixes
+        # or refuses: the graph is captured in the model's own dtype, and every oracle run still
+        # computes in float64 (leaves and recorded casts raised). A model that fails there too
+        # fails with its float64 copy's error.
         del model64
         own = copy.deepcopy(model)
         if redraw:
             _redraw(own, seed)
-        return own, example_inputs, infer_units(own, example_inputs, **infer_kw)
+        try:
+            return own, example_inputs, infer_units(own, example_inputs, **infer_kw)
+        except TraceError:
+            pass
+        raise
     return model64, inputs64, ug
-
-
-# a failure of a float64 copy that met the model's own float32 tensors
-_MIXED_FLOATS = re.compile(r"(float64|[Dd]ouble).*(float32|\b[Ff]loat\b)|(float32|\b[Ff]loat\b).*(float64|[Dd]ouble)")
 
 
 def verify(
