@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.fx as fx
 
 from unitcheck.fxutil import ROUNDING_OPS
 from unitcheck.registry import method, rule
@@ -16,7 +17,7 @@ F = torch.nn.functional
 
 
 @rule(ops("neg", "relu", "abs", "leaky_relu", "dropout", "feature_dropout", "alpha_dropout",
-          "feature_alpha_dropout", "positive", "conj", "conj_physical", "_prelu_kernel", "rrelu",
+          "feature_alpha_dropout", "positive", "conj", "conj_physical", "rrelu",
           "relu_"),
       funcs(torch.neg, torch.relu, torch.abs, F.relu, F.leaky_relu, F.rrelu, torch.positive),
       method("neg", "relu", "abs", "__neg__", "__abs__", "__pos__", "relu_", "abs_", "neg_"))
@@ -28,6 +29,24 @@ def homogeneous(ctx: RuleContext) -> UnitValue:
     Fix: none.
     """
     return first(ctx)
+
+
+@rule(ops("prelu", "_prelu_kernel"), funcs(F.prelu, torch.prelu))
+def prelu(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``prelu(x, a)`` is x where x > 0 and ``a * x`` elsewhere, so it keeps u(x)
+    only for a dimensionless slope: a learned slope is bound dimensionless, and a slope that
+    already carries a unit mixes the two halves' units (UC101).
+    Why it matters: with a unitful slope, rescaling it rescales the negative half alone.
+    Example: ``nn.PReLU()(self.fc(x))``.
+    Fix: a slope that is a pure number (``F.leaky_relu``, or a slope parameter used nowhere else).
+    """
+    x, slope = ctx.args[0], ctx.arg(1, "weight")
+    u_slope = ctx.u(slope)
+    if ctx.to_dimensionless(u_slope):
+        return first(ctx)
+    return ctx.violation("UC101", f"prelu mixes x with its slope times x (slope unit {u_slope})",
+                         {"input": ctx.u(x), "slope": u_slope})
 
 
 @rule(ops("native_dropout"))
@@ -129,3 +148,21 @@ def polar(ctx: RuleContext) -> UnitValue:
     r = first(ctx)
     theta = nonlinear(ctx, [ctx.arg(1, "angle")], "UC204", "polar angle")
     return r if theta == DIMENSIONLESS else theta
+
+
+@rule(ops("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"))
+def recurrent(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: a recurrent layer's gates are sigmoids and tanhs of ``W x + U h + b``, so its
+    input, its state and its weights must be dimensionless (UC202); its outputs (the hidden
+    states, the cell state) are dimensionless.
+    Why it matters: a unitful input moves every gate's saturation with the raw weight norms.
+    Example: ``nn.LSTM(64, 64)(self.conv(x))`` (EnCodec's sequence model).
+    Fix: canonicalise the input: ``lstm(C(x))``.
+    """
+    operands = [a for arg in ctx.args for a in (arg if isinstance(arg, (list, tuple)) else [arg])
+                if isinstance(a, fx.Node)]
+    unit = nonlinear(ctx, operands, "UC202", f"{ctx.op} (a recurrent layer's gates)")
+    if ctx.op.endswith("_cell"):
+        return unit
+    return (unit, unit, unit) if ctx.op == "lstm" else (unit, unit)

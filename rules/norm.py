@@ -144,3 +144,16 @@ def normalize(ctx: RuleContext) -> UnitValue:
     """
     _eps_floor(ctx, ctx.args[0], 3, 1)
     return DIMENSIONLESS
+
+
+@rule(ops("_weight_norm", "_weight_norm_interface"), funcs(torch._weight_norm))
+def weight_norm(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: weight normalisation ``g * v / ||v||`` has the unit of its gain g whatever
+    v's unit (v's direction is dimensionless); the fused kernel also returns the norms (u(v)).
+    Why it matters: it is the weight's own canonical form: rescaling v changes nothing.
+    Example: ``nn.utils.parametrizations.weight_norm(nn.Conv1d(...))`` (wav2vec2's positions).
+    Fix: none.
+    """
+    gain = ctx.u(ctx.arg(1, "g"))
+    return (gain, ctx.u(ctx.args[0])) if ctx.op == "_weight_norm_interface" else gain

@@ -112,6 +112,18 @@ def split(ctx: RuleContext) -> UnitValue:
     return tuple(v for _ in range(n))
 
 
+@rule(ops("meshgrid"), funcs(torch.meshgrid))
+def meshgrid(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: each grid ``meshgrid`` returns is its input expanded: it keeps that input's unit.
+    Why it matters: 2-D position tables (DINOv3's patch coordinates) are built this way.
+    Example: ``ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")``.
+    Fix: none.
+    """
+    tensors = ctx.args[0] if len(ctx.args) == 1 and isinstance(ctx.args[0], (list, tuple)) else ctx.args
+    return tuple(ctx.u(t) for t in tensors)
+
+
 @rule(operator.getitem)
 def getitem(ctx: RuleContext) -> UnitValue:
     """

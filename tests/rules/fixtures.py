@@ -358,3 +358,56 @@ class RowsReadBack(nn.Module):  # UC101 where one row is replaced; the rows read
 @fixture("uc101_rows_read_back")
 def _uc101_rows_read_back() -> tuple[nn.Module, Any]:
     return RowsReadBack(), torch.randn(4, 8, generator=_g())
+
+
+class Slopes(nn.Module):  # UC101 where a prelu's slope carries a unit; a learned slope is a pure number
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.act = nn.PReLU(8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        g = self.c(x)
+        return self.act(self.a(x)), F.prelu(self.b(x), self.c.weight[0]), g
+
+
+@fixture("uc101_prelu_slope")
+def _uc101_prelu() -> tuple[nn.Module, Any]:
+    return Slopes(), torch.randn(6, 8, generator=_g())
+
+
+class Recurrent(nn.Module):  # UC202: gates of unitful inputs; a canonical input is fine
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.lstm = nn.LSTM(8, 8, batch_first=True)
+        self.cell = nn.GRUCell(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h = self.proj(x)
+        raw, _ = self.lstm(h)
+        fine, _ = self.lstm(canonical(h))
+        return raw, fine, self.cell(h[:, 0], fine[:, -1])
+
+
+@fixture("uc202_recurrent")
+def _uc202_recurrent() -> tuple[nn.Module, Any]:
+    return Recurrent(), torch.randn(2, 5, 8, generator=_g())
+
+
+class NormalisedWeights(nn.Module):  # no violation: a weight-normalised conv has its gain's unit
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(8, 8, 3, padding=1), dim=2)
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[-1]
+        ys, xs = torch.meshgrid(torch.arange(n, dtype=x.dtype) / n, torch.linspace(-1, 1, 8), indexing="ij")
+        h = self.conv(x).transpose(1, 2)
+        return (self.out(h) * torch.cos(ys + xs)).pow(2).mean()  # the loss's unit is the gain's
+
+
+@fixture("weight_norm_and_meshgrid_ok")
+def _weight_norm() -> tuple[nn.Module, Any]:
+    return NormalisedWeights(), torch.randn(2, 8, 6, generator=_g())

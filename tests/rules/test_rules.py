@@ -34,6 +34,12 @@ def test_fixture_is_judged_by_the_oracle(name: str) -> None:
     assert res.violations == res.confirmed and not res.unexercised
 
 
+@pytest.mark.parametrize("name", sorted(n for n in FIXTURES if "unknown_op" not in n))
+def test_every_op_of_a_fixture_has_a_rule(name: str) -> None:
+    model, inputs = FIXTURES[name]()
+    assert not infer_units(model, inputs, input_units=INPUT_UNITS.get(name)).unknown_ops
+
+
 def test_every_error_code_has_a_fixture() -> None:
     snapshot_text = " ".join(FIXTURES)
     for code, info in CODES.items():
