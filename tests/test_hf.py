@@ -1221,3 +1221,21 @@ def test_a_detector_gets_the_per_class_settings_its_forward_reads() -> None:
     assert len(model.config.class_thresholds) == len(model.config.class_order) == model.config.num_labels
     with torch.no_grad():
         model.eval()(**inputs)
+
+
+@needs_hf
+def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
+    """JEV's required ``marks`` (1-based rows) and ``num_options`` (counts) were float features,
+    which its indexing refused."""
+    from torch import nn
+    from unitcheck import hf
+
+    class Picks(nn.Module):
+        def forward(self, input_ids: torch.LongTensor, marks: torch.LongTensor | None,
+                    scale: torch.FloatTensor, counts: "torch.IntTensor") -> None:
+            return None
+
+    assert hf._integer_params(Picks()) == {"input_ids", "marks", "counts"}
+    _, inputs = hf.build("jev", device="meta")
+    for name in ("marks", "num_options"):
+        assert inputs[name].dtype == torch.long and int(inputs[name].min()) >= 1, name

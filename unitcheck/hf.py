@@ -1172,7 +1172,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _variance_labels(cfg, inputs, params, batch, g)
-        _by_name(cfg, inputs, required, ids, batch, g)
+        _by_name(cfg, inputs, required, ids, batch, g, _integer_params(model))
         filled.extend(_with_masks(name, inputs, required, params))
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
@@ -1309,10 +1309,21 @@ def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
     return image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()
 
 
+def _integer_params(model: nn.Module) -> set[str]:
+    """The forward's arguments annotated as integer tensors (``torch.LongTensor``)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return set()
+    return {name for name, p in params.items() if re.search(r"\b(Long|Int)Tensor\b", str(p.annotation))}
+
+
 def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
-             g: torch.Generator) -> None:
+             g: torch.Generator, integers: Collection[str] = ()) -> None:
     """Required arguments no layout supplies, made from their names: ids and indices, lengths,
-    then float features as wide as the model (masks are added separately)."""
+    then integer tensors by their annotation (ones: a count of one, a first position; JEV's
+    ``marks`` index rows from 1), then float features as wide as the model (masks are added
+    separately)."""
     seq = ids.shape[1]
     width = _find(cfg, "hidden_size", "d_model", "n_embd", "embed_dim")
     width = int(width) if _is_int(width) else 64
@@ -1328,6 +1339,8 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = shown
         elif "mel" in name:
             inputs[name] = torch.randn(batch, seq, _mel_bins(cfg), generator=g)
+        elif name in integers:
+            inputs[name] = torch.ones(batch, seq, dtype=torch.long)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
 
