@@ -1228,11 +1228,12 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
     """JEV's required ``marks`` (1-based rows) and ``num_options`` (counts) were float features,
     which its indexing refused."""
     from torch import nn
+
     from unitcheck import hf
 
     class Picks(nn.Module):
         def forward(self, input_ids: torch.LongTensor, marks: torch.LongTensor | None,
-                    scale: torch.FloatTensor, counts: "torch.IntTensor") -> None:
+                    scale: torch.FloatTensor, counts: torch.IntTensor) -> None:
             return None
 
     assert hf._integer_params(Picks()) == {"input_ids", "marks", "counts"}
