@@ -260,6 +260,17 @@ class _Recomputing(nn.Module):
         return EncoderOutput(_Recomputed.apply(x, self.layers), x.abs().amax())
 
 
+class RecomputesItself(nn.Module):
+    """The reversible function applied by the model's own forward: no submodule to keep whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _Recomputed.apply(x, self.layers).sum()
+
+
 class Reversible(nn.Module):
     def __init__(self) -> None:
         super().__init__()

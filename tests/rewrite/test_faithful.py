@@ -52,6 +52,7 @@ from .faithful_models import (
     NumpyMask,
     NumpySpecAugment,
     PositionTable,
+    RecomputesItself,
     Recurrent,
     ReflectPReLU,
     RegulatesLength,
@@ -480,6 +481,11 @@ def test_a_module_applying_a_function_generated_code_cannot_call_is_kept_whole()
     assert res.kept == ["encoder"], res.kept
     for training in (False, True):
         assert differences(model, res.module, (x,), training) == [], training
+
+
+def test_a_function_the_model_itself_applies_is_refused_not_inlined() -> None:
+    with pytest.raises(TraceError, match="only a submodule that applies one can be kept whole"):
+        rewrite(RecomputesItself(), (torch.randn(3, 8),), to="identity")
 
 
 def test_a_backward_only_the_model_refuses_is_a_difference() -> None:
