@@ -1226,7 +1226,7 @@ def test_a_detector_gets_the_per_class_settings_its_forward_reads() -> None:
 @needs_hf
 def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
     """JEV's required ``marks`` (1-based rows) and ``num_options`` (counts) were float features,
-    which its indexing refused."""
+    which its indexing refused; its ``question_type_ids`` were token ids, past its three types."""
     from torch import nn
 
     from unitcheck import hf
@@ -1240,3 +1240,5 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
     _, inputs = hf.build("jev", device="meta")
     for name in ("marks", "num_options"):
         assert inputs[name].dtype == torch.long and int(inputs[name].min()) >= 1, name
+    # a type index selects from a small table (JEV's three question types), as token_type_ids do
+    assert inputs["question_type_ids"].dtype == torch.long and not inputs["question_type_ids"].any()

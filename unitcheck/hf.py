@@ -1330,7 +1330,9 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
     for name in sorted(required - set(inputs)):
         if name.endswith("mask"):
             continue
-        if "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
+        if name.endswith("type_ids"):  # a type or segment index into a small table (token_type_ids'): the first
+            inputs[name] = torch.zeros_like(ids)
+        elif "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             inputs[name] = ids.clone()
         elif "length" in name:
