@@ -964,3 +964,21 @@ class Float32Weights(nn.Module):
 def test_a_model_that_makes_float32_tensors_is_verified_from_its_own_dtype() -> None:
     res = oracle.verify(Float32Weights(), torch.randn(2, 3, 4))
     assert res.ok and res.checked == res.agreed > 0 and res.violations == res.confirmed == 1, res
+
+
+class ThresholdOfAPeak(nn.Module):
+    """VITS compares 0-d values with literals (``h.abs().amax() >= 5``): the 0-d value is what
+    is compared, not a threshold, so the witnesses must move it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return torch.where(h.abs().amax() >= 5.0, h / 5.0, h).pow(2).mean()
+
+
+def test_a_compared_scalar_is_moved_by_the_witnesses_not_kept_as_a_threshold() -> None:
+    res = oracle.verify(ThresholdOfAPeak(), torch.randn(4, 8) * 0.01)  # the draw alone never reaches 5
+    assert res.ok and res.violations == res.confirmed == 2, [str(d) for d in res.disagreements]

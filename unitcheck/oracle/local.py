@@ -215,13 +215,14 @@ def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2
 def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> dict[fx.Node, Any]:
     """The recorded inputs with every float tensor replaced by an independent Gaussian draw, each
     element times ``10**u`` with u uniform in [-spread, spread] (a literal threshold such as
-    ``clamp(x, -10, 10)`` only shows at magnitudes that reach it); with a spread, a 0-d operand,
-    a threshold (see :func:`_literals`), keeps its value."""
+    ``clamp(x, -10, 10)`` only shows at magnitudes that reach it); with a spread, a threshold
+    held in a tensor (see :func:`_thresholds`) keeps its value."""
     g = torch.Generator().manual_seed(seed)
     out = dict(env)
+    kept = _thresholds(node, env) if spread else []
     for p in node.all_input_nodes:
         v = env.get(p)
-        if is_value(v) and not (spread and v.dim() == 0):
+        if is_value(v) and p not in kept:
             x = torch.randn(v.shape, generator=g, dtype=v.dtype)
             if spread:
                 u = torch.rand(v.shape, generator=g, dtype=torch.float64) * (2 * spread) - spread
@@ -230,13 +231,20 @@ def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> di
     return out
 
 
+def _thresholds(node: fx.Node, env: Env) -> list[fx.Node]:
+    """The 0-d float operands after the first: a bound held as a scalar tensor (Gemma 3n clamps
+    at a buffer of 1e10) is a threshold as a literal is; the first operand is what is compared
+    or clamped (``x.amax() >= 5``), whatever its shape."""
+    first = next((a for a in node.args if isinstance(a, fx.Node)), None)
+    return [p for p in node.all_input_nodes if p is not first and is_value(v := env.get(p))
+            and v.dim() == 0 and not v.is_complex()]
+
+
 def _literals(node: fx.Node, env: Env) -> list[float]:
-    """The finite non-zero numbers among the node's arguments, with the values of its 0-d float
-    operands: a bound held as a scalar tensor (Gemma 3n clamps at a buffer of 1e10) is a
-    threshold as a literal is."""
-    scalars = [env.get(p) for p in node.all_input_nodes]
+    """The finite non-zero numbers among the node's arguments, with the values of its thresholds
+    held in tensors (see :func:`_thresholds`)."""
     numbers = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, (int, float))]
-    numbers += [float(v) for v in scalars if is_value(v) and v.dim() == 0 and not v.is_complex()]
+    numbers += [float(env[p]) for p in _thresholds(node, env)]
     return [float(a) for a in numbers if not isinstance(a, bool) and math.isfinite(a) and a != 0]
 
 
@@ -252,10 +260,11 @@ def _straddling_inputs(node: fx.Node, env: Env, g: Mapping[str, float], seed: in
     lits = _literals(node, env)
     if not lits:
         return None
-    out = _fresh_inputs(node, env, seed, spread=0.0)
+    out = _fresh_inputs(node, env, seed)
+    kept = _thresholds(node, env)
     for p in node.all_input_nodes:
         unit, v = unit_of(p), out.get(p)
-        if is_value(v) and v.dim() == 0:  # a threshold itself: its recorded value
+        if p in kept:  # a threshold itself: its recorded value
             out[p] = env.get(p)
             continue
         if not (is_value(v) and isinstance(unit, Unit)) or v.numel() == 0:
