@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-import torch.fx as fx
 
 from unitcheck.fxutil import ROUNDING_OPS
 from unitcheck.registry import method, rule
@@ -160,9 +159,7 @@ def recurrent(ctx: RuleContext) -> UnitValue:
     Example: ``nn.LSTM(64, 64)(self.conv(x))`` (EnCodec's sequence model).
     Fix: canonicalise the input: ``lstm(C(x))``.
     """
-    operands = [a for arg in ctx.args for a in (arg if isinstance(arg, (list, tuple)) else [arg])
-                if isinstance(a, fx.Node)]
-    unit = nonlinear(ctx, operands, "UC202", f"{ctx.op} (a recurrent layer's gates)")
+    unit = nonlinear(ctx, ctx.node.all_input_nodes, "UC202", f"{ctx.op} (a recurrent layer's gates)")
     if ctx.op.endswith("_cell"):
         return unit
     return (unit, unit, unit) if ctx.op == "lstm" else (unit, unit)

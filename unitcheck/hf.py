@@ -1166,13 +1166,14 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
     slot = named if main != named else _main_slot(model, main, params, required)
+    integers = _integer_params(model)
     for name, inputs in layouts:
         if slot is not None and main in inputs:
             inputs[slot] = inputs.pop(main)
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _variance_labels(cfg, inputs, params, batch, g)
-        _by_name(cfg, inputs, required, ids, batch, g, _integer_params(model))
+        _by_name(cfg, inputs, required, ids, batch, g, integers)
         filled.extend(_with_masks(name, inputs, required, params))
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets

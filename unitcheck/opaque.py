@@ -33,7 +33,7 @@ from torch.nn.utils import parametrize
 from .errors import UnitcheckError
 from .host_draws import Call, Unwritable, decode
 
-__all__ = ["OP", "FUNCTION", "Unkeepable", "kept_function", "kept", "owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
+__all__ = ["OP", "FUNCTION", "Unkeepable", "kept_function", "kept", "owners", "function_owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
 
 # path key ("<capture id>:<module path>") -> the module and its forward before :func:`kept`
 _MODULES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()  # a module or a function
@@ -184,10 +184,28 @@ def owners(model: nn.Module, err: BaseException, already: set[str]) -> list[str]
         for frame in reversed(frames):
             owner = frame.f_locals.get("self")
             if isinstance(owner, nn.Module) and id(owner) in by_id and by_id[id(owner)] not in already:
-                cls = type(owner)
-                return [name for name, m in model.named_modules() if name and type(m) is cls and name not in already]
+                return _of_classes(model, {type(owner)}, already)
         cause = cause.__cause__ or cause.__context__
     return _owning_function(model, err, already)
+
+
+def _of_classes(model: nn.Module, classes: set[type], already: set[str]) -> list[str]:
+    """Every submodule of one of ``classes`` not yet kept: a class's modules are kept together."""
+    return [name for name, m in model.named_modules() if name and type(m) in classes and name not in already]
+
+
+def function_owners(model: nn.Module, found: list[nn.Module | None], already: set[str]) -> list[str]:
+    """The submodules to keep whole because they applied an ``autograd.Function`` generated code
+    cannot call (``found``: :func:`~unitcheck.tracer.uncallable_functions`), with every module of
+    their classes; a function the model's own forward applies cannot be kept."""
+    from .tracer import TraceError
+
+    names = {id(m): name for name, m in model.named_modules()}
+    if any(m is None or not names.get(id(m)) for m in found):
+        raise TraceError(f"cannot regenerate {type(model).__name__}: its forward applies an autograd.Function to "
+                         "arguments generated code cannot write (a module or a list), and only a submodule that "
+                         "applies one can be kept whole")
+    return _of_classes(model, {type(m) for m in found if names[id(m)] not in already}, already)
 
 
 FUNCTION = "fn:"  # a kept path that names a module-level function ("fn:<module>:<name>"), not a submodule

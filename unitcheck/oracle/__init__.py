@@ -83,30 +83,34 @@ def prepare(
                       "hold", "verify a smaller configuration (fewer layers, a narrower width)")
     if why is not None:
         raise OracleError(why)
-    model64 = copy.deepcopy(model).to(torch.float64)
-    if redraw:
-        _redraw(model64, seed)
-    inputs64 = pytree.tree_map(_to64, example_inputs)
+    model64, inputs64 = _copy(model, seed, redraw, torch.float64), pytree.tree_map(_to64, example_inputs)
     try:
-        ug = infer_units(model64, inputs64, **infer_kw)
-    except TraceError:
+        return model64, inputs64, infer_units(model64, inputs64, **infer_kw)
+    except TraceError as err:
         if all(t.dtype == torch.float64 for t in state):
             raise
-        # the model makes tensors in a fixed float32 (SLANet's decoder state, Gemma 4's audio
-        # positions) or casts a submodule to one (Switch's router), which its float64 copy mixes
-        # or refuses: the graph is captured in the model's own dtype, and every oracle run still
-        # computes in float64 (leaves and recorded casts raised). A model that fails there too
-        # fails with its float64 copy's error.
-        del model64
-        own = copy.deepcopy(model)
-        if redraw:
-            _redraw(own, seed)
-        try:
-            return own, example_inputs, infer_units(own, example_inputs, **infer_kw)
-        except TraceError:
-            pass
-        raise
-    return model64, inputs64, ug
+        first = err
+    # the model makes tensors in a fixed float32 (SLANet's decoder state, Gemma 4's audio
+    # positions) or casts a submodule to one (Switch's router), which its float64 copy mixes or
+    # refuses: the graph is captured in the model's own dtype, and every oracle run still computes
+    # in float64 (leaves and recorded casts raised). A model that fails there too fails with its
+    # float64 copy's error.
+    del model64
+    own = _copy(model, seed, redraw)
+    try:
+        return own, example_inputs, infer_units(own, example_inputs, **infer_kw)
+    except TraceError:
+        raise first from None
+
+
+def _copy(model: nn.Module, seed: int, redraw: bool, dtype: torch.dtype | None = None) -> nn.Module:
+    """A copy of ``model`` (in ``dtype``), its parameters redrawn when ``redraw``."""
+    out = copy.deepcopy(model)
+    if dtype is not None:
+        out = out.to(dtype)
+    if redraw:
+        _redraw(out, seed)
+    return out
 
 
 def verify(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -212,14 +212,13 @@ def _refuted(ug: UnitGraph, node: fx.Node, env: Env, g1: Mapping[str, float], g2
     return False
 
 
-def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0) -> dict[fx.Node, Any]:
-    """The recorded inputs with every float tensor replaced by an independent Gaussian draw, each
-    element times ``10**u`` with u uniform in [-spread, spread] (a literal threshold such as
-    ``clamp(x, -10, 10)`` only shows at magnitudes that reach it); with a spread, a threshold
-    held in a tensor (see :func:`_thresholds`) keeps its value."""
+def _fresh_inputs(node: fx.Node, env: Env, seed: int, spread: float = 0.0,
+                  kept: Collection[fx.Node] = ()) -> dict[fx.Node, Any]:
+    """The recorded inputs with every float tensor but ``kept`` replaced by an independent
+    Gaussian draw, each element times ``10**u`` with u uniform in [-spread, spread] (a literal
+    threshold such as ``clamp(x, -10, 10)`` only shows at magnitudes that reach it)."""
     g = torch.Generator().manual_seed(seed)
     out = dict(env)
-    kept = _thresholds(node, env) if spread else []
     for p in node.all_input_nodes:
         v = env.get(p)
         if is_value(v) and p not in kept:
@@ -260,12 +259,11 @@ def _straddling_inputs(node: fx.Node, env: Env, g: Mapping[str, float], seed: in
     lits = _literals(node, env)
     if not lits:
         return None
-    out = _fresh_inputs(node, env, seed)
-    kept = _thresholds(node, env)
+    kept = _thresholds(node, env)  # a threshold itself keeps its recorded value
+    out = _fresh_inputs(node, env, seed, kept=kept)
     for p in node.all_input_nodes:
         unit, v = unit_of(p), out.get(p)
-        if p in kept:  # a threshold itself: its recorded value
-            out[p] = env.get(p)
+        if p in kept:
             continue
         if not (is_value(v) and isinstance(unit, Unit)) or v.numel() == 0:
             continue
@@ -286,7 +284,8 @@ def _witnesses(node: fx.Node, env: Env, g: Mapping[str, float]) -> Iterator[Env]
     straddle each literal under the draw."""
     yield env
     yield _fresh_inputs(node, env, 99)
-    yield _fresh_inputs(node, env, 98, spread=max(3.0, math.log10(_largest_literal(node, env)) + 2.0))
+    yield _fresh_inputs(node, env, 98, spread=max(3.0, math.log10(_largest_literal(node, env)) + 2.0),
+                        kept=_thresholds(node, env))
     straddling = _straddling_inputs(node, env, g, 97)
     if straddling is not None:
         yield straddling

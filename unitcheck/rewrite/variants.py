@@ -495,7 +495,7 @@ def _capture_keeping(model: nn.Module, example_inputs: Any, fixed: bool) -> tupl
         try:
             with opaque.kept(model, kept, normalise_inputs(example_inputs), fixed), uncallable_functions() as found:
                 res = _capture_paths(model, example_inputs)
-            more = _function_owners(model, found, set(kept))
+            more = opaque.function_owners(model, found, set(kept))
             if not more:
                 return res, kept
             kept, failed = kept + more, TraceError(
@@ -514,21 +514,6 @@ def _capture_keeping(model: nn.Module, example_inputs: Any, fixed: bool) -> tupl
 
 
 _MAX_KEPT = 64  # kept modules before a capture gives up
-
-
-def _function_owners(model: nn.Module, found: list[nn.Module | None], already: set[str]) -> list[str]:
-    """The submodules to keep whole because they applied an ``autograd.Function`` generated code
-    cannot call (every module of each such class, as for a data-dependent branch)."""
-    names = {id(m): name for name, m in model.named_modules()}
-    classes = []
-    for module in found:
-        if module is None or not names.get(id(module)):
-            raise TraceError(f"cannot regenerate {type(model).__name__}: its forward applies an autograd.Function "
-                             "to arguments generated code cannot write (a module or a list), and only a submodule "
-                             "that applies one can be kept whole")
-        if names[id(module)] not in already and type(module) not in classes:
-            classes.append(type(module))
-    return [name for name, m in model.named_modules() if name and type(m) in classes and name not in already]
 
 
 def _capture_paths(model: nn.Module, example_inputs: Any) -> Captures:
