@@ -68,6 +68,49 @@ def _reason(err: BaseException) -> str:
     return _one_line(f"{type(err).__name__}: {err}")
 
 
+# image sides tried, largest first, when a stage's values at the default size exceed the memory budget
+SMALLER_IMAGES = (256, 128, 64)
+
+
+def at_a_size_that_fits(built: tuple[Any, Any], prepare: Callable[[Any, Any], Any], fits: Callable[[Any], None],
+                        refusal: type[Exception], build: Callable[[dict[str, Any]], tuple[Any, Any]]) -> tuple[Any, str]:
+    """``prepare(model, inputs)`` on the model ``built``, or, where ``fits`` refuses what it gives
+    with ``refusal``, on the model built with smaller images (float64 copies of 1024x1024 vision
+    towers do not fit; the comparison of a 600x600 EfficientNet-B7 does not either): what
+    ``prepare`` gave, and a note naming the ``--set`` overrides and why ("" at the default size)."""
+    from unitcheck import hf
+
+    model, inputs = built
+    got = prepare(model, inputs)
+    try:
+        fits(got)
+        return got, ""
+    except refusal as too_large:
+        why = str(too_large).split(" (budget")[0]
+        for size in SMALLER_IMAGES:
+            smaller = hf.image_size_overrides(model.config, size) if hasattr(model, "config") else {}
+            if not smaller:
+                raise
+            got = prepare(*build(smaller))
+            try:
+                fits(got)
+            except refusal:
+                if size == SMALLER_IMAGES[-1]:
+                    raise
+                continue
+            sets = " ".join(f"--set {k}={v}" for k, v in smaller.items())
+            return got, f"{sets} ({why} at the default size)"
+        raise
+
+
+def _noted(out: dict[str, Any], done: str, note: str) -> dict[str, Any]:
+    """``out`` with the size note, if any, after its reason."""
+    if note:
+        note = f"{done} with {note}"
+        out["reason"] = _one_line(f"{out['reason']}; {note}" if out.get("reason") else note)
+    return out
+
+
 def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, Any]], None]) -> None:
     """Run ``stages`` on one model type, emitting one record per stage as soon as it finishes."""
     import torch
@@ -136,26 +179,9 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
     def verify() -> dict[str, Any]:
         from unitcheck import oracle
 
-        model, inputs = cpu_model()
-        _, _, ug = oracle.prepare(model, inputs)
-        smaller: dict[str, Any] = {}
-        try:
-            oracle.check_fits_in_memory(ug)
-        except oracle.OracleError as too_large:
-            # float64 copies of 1024x1024 vision towers do not fit: verify at 256x256 and say so
-            for size in (256, 128, 64):
-                smaller = hf.image_size_overrides(model.config, size) if hasattr(model, "config") else {}
-                if not smaller:
-                    raise
-                small_model, inputs = hf.build(model_type, smaller, device="cpu")
-                _, _, ug = oracle.prepare(small_model, inputs)
-                try:
-                    oracle.check_fits_in_memory(ug)
-                    break
-                except oracle.OracleError:
-                    if size == 64:
-                        raise
-            smaller["why"] = str(too_large).split(" (budget")[0]
+        ug, note = at_a_size_that_fits(
+            cpu_model(), lambda model, inputs: oracle.prepare(model, inputs)[2], oracle.check_fits_in_memory,
+            oracle.OracleError, lambda smaller: hf.build(model_type, smaller, device="cpu"))
         # the fingerprint needs a loss: a model without one gets the two oracle modes only
         try:
             res = oracle.verify_graph(ug, with_fingerprint=ug.loss_node is not None)
@@ -184,28 +210,25 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
                 bits.append(f"fingerprint {len(fp) - len(bad)}/{len(fp)}: {bad[0].generator} predicted "
                             f"{'gauge' if bad[0].predicted_gauge else 'not gauge'}, measured {bad[0].measured:.2g}")
             out["reason"] = _one_line("; ".join(bits) or "oracle not ok")
-        if smaller:
-            why = smaller.pop("why")
-            sets = " ".join(f"--set {k}={v}" for k, v in smaller.items())
-            note = f"verified with {sets} ({why} at the default size)"
-            out["reason"] = _one_line(f"{out['reason']}; {note}" if out.get("reason") else note)
-        return out
+        return _noted(out, "verified", note)
 
     def identity() -> dict[str, Any]:
         """The null rewrite: regenerated code equal to the model bit for bit (eval and train)."""
+        from unitcheck.errors import UsageError
         from unitcheck.rewrite.api import rewrite as regenerate
         from unitcheck.rewrite.equal import check_fits_in_memory, differences
 
-        model, inputs = cpu_model()
-        res = regenerate(model, inputs, to="identity")
-        check_fits_in_memory(res.gct.traced.graph)
+        (res, model, inputs), note = at_a_size_that_fits(
+            cpu_model(), lambda model, inputs: (regenerate(model, inputs, to="identity"), model, inputs),
+            lambda got: check_fits_in_memory(got[0].gct.traced.graph), UsageError,
+            lambda smaller: hf.build(model_type, smaller, device="cpu"))
         diffs = [d for training in (False, True) for d in differences(model, res.module, inputs, training)]
         out: dict[str, Any] = {"differences": len(diffs), "two_graphs": "_forward_train" in res.source,
                                "kept": len(res.kept)}
         if diffs:
             out["status"] = "fail"
             out["reason"] = _one_line(f"{len(diffs)} differences, first {diffs[0]}")
-        return out
+        return _noted(out, "compared", note)
 
     def rewrite() -> dict[str, Any]:
         """GCT, as `unitcheck rewrite` judges it: ok only with zero violations left."""

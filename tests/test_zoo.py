@@ -230,3 +230,44 @@ def test_reasons_name_library_files_from_their_package_and_fit_one_line() -> Non
     assert zoo._one_line(text) == ("TraceError: cannot trace M: data-dependent branch at transformers/models/dbrx/"
                                    "modeling_dbrx.py:296: for e in hit: (with real values, a branch)")
     assert len(zoo._one_line("x " * 400)) == 300
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@needs_hf
+def test_a_stage_too_large_at_the_default_size_runs_on_smaller_images() -> None:
+    """EfficientNet-B7's comparison at 600x600 and SAM 2's at 1024x1024 exceed the memory budget;
+    the null rewrite was refused there while verify retried on smaller images. Both stages share
+    the retry now: the largest side that fits is taken, and the note says which and why."""
+    from transformers import ViTConfig
+
+    class Model:
+        config = ViTConfig(image_size=600)
+
+    sides: list[int] = []
+
+    def prepare(model: Any, inputs: Any) -> int:
+        sides.append(inputs)
+        return int(inputs)
+
+    def fits(side: int) -> None:
+        if side > 128:
+            raise _TooLarge(f"would hold about {side / 10:.1f} GiB (budget 12.8 GiB, X): smaller")
+
+    def build(smaller: dict[str, Any]) -> tuple[Any, int]:
+        return Model(), smaller["image_size"]
+
+    got, note = zoo.at_a_size_that_fits((Model(), 600), prepare, fits, _TooLarge, build)
+    assert (got, sides) == (128, [600, 256, 128])
+    assert note == "--set image_size=128 (would hold about 60.0 GiB at the default size)"
+    assert zoo._noted({"reason": ""}, "compared", note)["reason"] == f"compared with {note}"
+    # what fits at the default size runs there, with no note
+    assert zoo.at_a_size_that_fits((Model(), 96), prepare, fits, _TooLarge, build) == (96, "")
+    # a model without images to shrink is refused as before
+    with pytest.raises(_TooLarge):
+        zoo.at_a_size_that_fits((object(), 600), prepare, fits, _TooLarge, build)
+    # nor one that does not fit at the smallest side
+    with pytest.raises(_TooLarge):
+        zoo.at_a_size_that_fits((Model(), 600), prepare, lambda side: fits(side * 100), _TooLarge, build)
