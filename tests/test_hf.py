@@ -212,6 +212,49 @@ def test_layer_indices_into_a_sibling_config_follow_its_shrink() -> None:
 
 
 @needs_hf
+def test_a_compound_scaled_network_shrinks_to_its_base() -> None:
+    """EfficientNet-B7 and ALIGN's vision tower list their base network's channels, which the
+    model multiplies by ``width_coefficient`` beside a stem width it hard-codes (32): scaling the
+    lists broke the stem, and both fell back to the layers-only plan at 600x600 (64M and 78M
+    parameters; EfficientNet's null rewrite would have held 15.7 GiB). The small build is the base
+    network (coefficients 1, head at its base width), and ALIGN's projection follows its last stage."""
+    from unitcheck.hf import Built, build, make_config
+
+    eff = make_config("efficientnet")
+    assert (eff.width_coefficient, eff.depth_coefficient, eff.hidden_dim) == (1.0, 1.0, 1280)
+    assert eff.in_channels[0] == 32 and list(eff.out_channels) == [16, 24, 40, 80, 112, 192, 320]
+    align = make_config("align")
+    assert align.projection_dim == align.vision_config.out_channels[-1] == 320
+    for name in ("efficientnet", "align"):
+        info: list[Built] = []
+        model, inputs = build(name, device="meta", info=info)
+        assert info[0].plan == "small" and inputs["pixel_values"].shape[-1] <= 64
+        assert sum(p.numel() for p in model.parameters()) < 8e6
+
+
+@needs_hf
+def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
+    """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
+    as unset fields the class fills with full-size constants; its neck lists the stages' widths
+    reversed and the feature maps of a 1024x1024 image; its prompt encoder embeds prompts on the
+    grid of the last map. Left at full size beside a shrunk width, every small plan failed and the
+    build fell back to layers-only at 1024x1024 (its null rewrite would have held 13.1 GiB)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("sam2")
+    backbone, vision, prompt = cfg.vision_config.backbone_config, cfg.vision_config, cfg.prompt_encoder_config
+    assert backbone.embed_dim_per_stage[0] == backbone.hidden_size < 96
+    assert vision.backbone_channel_list == backbone.embed_dim_per_stage[::-1]
+    side = backbone.image_size[0]
+    assert side == prompt.image_size <= 64
+    assert vision.backbone_feature_sizes == [[side // 4] * 2, [side // 8] * 2, [side // 16] * 2]
+    assert prompt.image_size // prompt.patch_size == vision.backbone_feature_sizes[-1][0]
+    info: list[Built] = []
+    _, inputs = build("sam2", device="meta", info=info)
+    assert info[0].plan == "small" and inputs["pixel_values"].shape[-1] == side
+
+
+@needs_hf
 def test_inputs_a_model_asks_for_in_training_only_are_given() -> None:
     """Molmo2 runs on ``input_ids`` in eval mode and raises "`mm_token_type_ids` is required as a
     model input when training": the training captures of ``--to identity`` failed on it."""

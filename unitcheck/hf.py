@@ -264,6 +264,16 @@ def _collect_widths(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
         target = max(target, _pow2_at_most(heads, SMALL_DEFAULTS["heads"]) * (w // heads))
     if w is not None and plan.widths and w > target:
         out.setdefault(w, target)
+        for key, v in _declared_values(cfg).items():  # its stages' widths, scaled as its own
+            if key.lower().endswith("_per_stage") and _width_like(key.lower()) and _int_list(v):
+                for x in v:
+                    out.setdefault(int(x), _round(x * target / w))
+    coefficient = _get(cfg, "width_coefficient")
+    if plan.widths and isinstance(coefficient, float) and coefficient > 1:  # as _shrink_field builds the base network
+        for key, v in _declared_values(cfg).items():
+            if key.lower().endswith("out_channels") and _int_list(v):
+                for x in v:
+                    out.setdefault(_round(x * coefficient), int(x))  # what a projection of its stages takes
     if w is None and plan.widths:  # a backbone's stage widths, scaled as shrink_kwargs scales them
         sizes = next((v for k in ("hidden_sizes", "embed_dims") if _int_list(v := _get(cfg, k))), None)
         if sizes and max(sizes) > 2 * SMALL_DEFAULTS["width"]:
@@ -430,12 +440,15 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
         if key in runs and keep is not None:  # one run per kept layer, in order
             out[key] = [[[runs[key][i]], 1] for i in keep]
             continue
-        if decl is None and not kv_like and "rope" not in low and key not in per_layer:
-            out[key] = None  # the class derives it (head_dim, layer_types, intermediate_size...): derive again
-            continue
         new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
-        if new is not _SAME:
+        if decl is None and not kv_like and "rope" not in low and key not in per_layer and (
+                new is _SAME or not (_int_list(value) and _width_list(low) or low == "image_size")):
+            # the class derives it (head_dim, layer_types, intermediate_size...): derive again; but
+            # stage widths or an image size the class fills with constants when unset are shrunk
+            # here, or they keep their full size beside shrunk widths (Hiera's embed_dim_per_stage)
+            out[key] = None
+        elif new is not _SAME:
             out[key] = new
     if nested:  # rebuilt from these alone, the sub-config would take its class's defaults
         out.update(_set_by_parent(cfg, out, subs))
@@ -571,6 +584,57 @@ def _follow_sibling_layers(values: Mapping[str, Any], subs: Mapping[str, Any], o
             fix(_declared_values(sub), out[name])
 
 
+def _follow_image_sizes(kwargs: dict[str, Any], base: Any) -> None:
+    """Image sizes after the shrink, made to agree where the config's agree: sub-configs that took
+    the same images keep taking the same (SAM 2's prompt encoder and backbone, 1024x1024 both,
+    each shrunk by its own patch size to 64 and 32), at the larger of their new sizes; and the
+    feature-map sizes a config lists for its images (SAM 2's ``backbone_feature_sizes``, [[256,
+    256], [128, 128], [64, 64]] for 1024x1024) scaled as the patch grid of those images was, and a
+    patch grid of another config that matched one of those maps matching it still."""
+    def side(v: Any) -> int | None:
+        return int(v) if _is_int(v) else int(max(v)) if _int_list(v) else None
+
+    def grid(patch: Any, image: int) -> float:  # patches a side
+        return image / (side(patch) or 1)
+
+    configs: list[tuple[dict[str, Any], Any]] = []  # (kwargs, the config they shrink), the tree's
+
+    def walk(kw: dict[str, Any], cfg: Any) -> None:
+        configs.append((kw, cfg))
+        for name, sub in _subconfigs(cfg).items():
+            if isinstance(kw.get(name), dict):
+                walk(kw[name], sub)
+
+    walk(kwargs, base)
+    sized = [(kw, cfg, old) for kw, cfg in configs
+             if (old := side(_get(cfg, "image_size"))) and side(kw.get("image_size"))]
+    for old in {o for _, _, o in sized}:
+        same = [kw for kw, _, o in sized if o == old]
+        new = max(side(kw["image_size"]) or 0 for kw in same)
+        for kw in same:
+            v = kw["image_size"]
+            kw["image_size"] = type(v)(x * new // max(v) for x in v) if isinstance(v, (list, tuple)) else new
+    ratios = {id(kw): grid(kw.get("patch_size") or _get(cfg, "patch_size"), side(kw["image_size"]) or old)
+              / grid(_get(cfg, "patch_size"), old) for kw, cfg, old in sized}
+    follows: dict[int, int] = {}  # a listed feature map's old side -> its new one
+    for kw, cfg in configs:
+        ratio = ratios.get(id(kw)) or next((ratios[id(kw[n])] for n in _subconfigs(cfg)
+                                            if isinstance(kw.get(n), dict) and id(kw[n]) in ratios), None)
+        for key, value in _declared_values(cfg).items():
+            if ratio is None or ratio == 1 or not key.lower().endswith("feature_sizes") or kw.get(key) is not None:
+                continue
+            if isinstance(value, (list, tuple)) and value and all(_int_list(v) for v in value):
+                kw[key] = [[max(1, round(x * ratio)) for x in v] for v in value]
+                follows.update({x: y for v, w in zip(value, kw[key]) for x, y in zip(v, w)})
+    for kw, cfg, old in sized:
+        # a patch grid as large as a listed feature map stays as large as it (SAM 2's prompt
+        # encoder embeds its prompts on the 64x64 grid of the backbone's last map: its
+        # "patch size" of 16 is the backbone's stride, which the shrink keeps)
+        patch, image = _get(cfg, "patch_size"), side(kw["image_size"])
+        if _is_int(patch) and image and (g := follows.get(old // patch)) and old % patch == 0:
+            kw["patch_size"] = max(1, image // g)
+
+
 def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shrink: _Shrink, *, ratio: float,
                   head_ratio: float, heads0: int | None, new_heads: int | None, layer: tuple[str, int] | None,
                   keep: list[int] | None, n_layers: int | None) -> Any:
@@ -580,6 +644,20 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
         # put the tower's share of the loss near 1e-15, below what the oracle can tell from zero,
         # so a scaling it does change measures as a gauge (Unlimited-OCR's SAM neck)
         return 0.02
+    coefficient = values.get("width_coefficient")
+    if plan.widths and isinstance(coefficient, float) and coefficient > 1:
+        # compound scaling (EfficientNet, ALIGN's vision tower): the channel lists are the base
+        # network's, which the model multiplies by the coefficient beside a stem width it hard-codes
+        # (scaled lists broke the stem's 32 channels), and hidden_dim is the scaled network's head:
+        # the small build is the base network, coefficient 1, head at its base width
+        if low == "width_coefficient":
+            return 1.0
+        if low == "hidden_dim" and _is_int(value):
+            return _round(value / coefficient)
+        if _width_like(low):
+            return _SAME
+    if plan.layers and low == "depth_coefficient" and isinstance(value, float) and value > 1:
+        return 1.0
     # layer counts and per-layer lists
     if plan.layers:
         if layer and key == layer[0] and n_layers is not None:
@@ -683,7 +761,7 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     # widths: scaled by the config's ratio, or following the width they equal elsewhere in the tree
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
-    width_like = low in _WIDTH_EXACT or (low.endswith(_WIDTH_SUFFIX + ("_channels",)) and not low.endswith(_HEAD_DIM_SUFFIX))
+    width_like = _width_like(low)
     if _is_int(value) and value in shrink.widths and ("hidden_size" in low or low.endswith("input_size")) and not width_like:
         # a hidden size named with a qualifier after it (BLT's ``hidden_size_global``) or the width
         # an adapter takes in (dots.3's ``adapter_input_size``): it is the width of another config
@@ -694,7 +772,7 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return shrink.widths[value]
         if ratio < 1:
             return _round(value * ratio)
-    if width_like and _int_list(value) and low.endswith("in_channels") and \
+    if (width_like and low.endswith("in_channels") or _width_list(low) and not width_like) and _int_list(value) and \
             all(x in shrink.widths for x in value if x >= 16) and any(x >= 16 for x in value):
         # the widths another config (a backbone) feeds in: follow that config's scaling
         return type(value)(shrink.widths[x] if x >= 16 else x for x in value)
@@ -707,6 +785,19 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             out[-1] = shrink.widths[value[-1]]
         return type(value)(out)
     return _SAME
+
+
+def _width_like(low: str) -> bool:
+    """Whether a field (lower-cased) is a width or a list of widths; a stage list is named after
+    the width it lists (Hiera's ``embed_dim_per_stage``)."""
+    stem = low.removesuffix("_per_stage")
+    return stem in _WIDTH_EXACT or (stem.endswith(_WIDTH_SUFFIX + ("_channels",)) and not stem.endswith(_HEAD_DIM_SUFFIX))
+
+
+def _width_list(low: str) -> bool:
+    """Whether a field (lower-cased) may list widths: those named as widths, and the channel lists
+    a neck takes from its backbone (SAM 2's ``backbone_channel_list``, its stages' widths reversed)."""
+    return _width_like(low) or low.endswith("channel_list")
 
 
 def _remap_tokens(key: str, value: Any, shrink: _Shrink) -> Any:
@@ -851,6 +942,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     shrunk = plan.name != "default"
     for min_stack in (5, 3) if shrunk else (5,):  # rejected: again with short per-layer lists (_Shrink)
         kwargs = shrink_kwargs(base, _Shrink(plan, widths, min_stack=min_stack)) if shrunk else {}
+        _follow_image_sizes(kwargs, base)
         if "use_cache" in _declared(cls) or _has(base, "use_cache"):
             kwargs["use_cache"] = False
         _fill_gaps(kwargs, base, model_type)
