@@ -920,15 +920,19 @@ def test_image_sizes_shrink_together_for_an_oracle_that_cannot_hold_the_default(
 
 @needs_hf
 def test_set_reaches_a_sub_config_the_plan_left_alone() -> None:
-    """SAM 2's backbone config is nested two deep and no plan rewrites it: ``--set`` fills it
-    from its own values, then overrides the field."""
+    """SAM 2's backbone config is nested two deep, and the default plan leaves it alone: ``--set``
+    fills it from its own values, then overrides the field; what follows the image size (the
+    neck's feature maps, the prompt grid) follows the size ``--set`` gives."""
     from unitcheck import hf
 
-    model, _ = hf.build("sam2", device="meta")
-    sets = hf.image_size_overrides(model.config, 256)
+    full = hf.make_config("sam2", {}, hf.PLANS[-1])
+    sets = hf.image_size_overrides(full, 256)
     assert "vision_config.backbone_config.image_size" in sets
-    _, inputs = hf.build("sam2", sets, device="meta")
-    assert tuple(inputs["pixel_values"].shape[-2:]) == (256, 256)
+    cfg = hf.make_config("sam2", sets, hf.PLANS[-1])
+    assert cfg.vision_config.backbone_config.image_size == [256, 256]
+    assert cfg.vision_config.backbone_feature_sizes == [[64, 64], [32, 32], [16, 16]]
+    _, inputs = hf.build("sam2", hf.image_size_overrides(full, 32), device="meta")
+    assert tuple(inputs["pixel_values"].shape[-2:]) == (32, 32)
 
 
 @needs_hf

@@ -621,7 +621,8 @@ def _follow_image_sizes(kwargs: dict[str, Any], base: Any) -> None:
         ratio = ratios.get(id(kw)) or next((ratios[id(kw[n])] for n in _subconfigs(cfg)
                                             if isinstance(kw.get(n), dict) and id(kw[n]) in ratios), None)
         for key, value in _declared_values(cfg).items():
-            if ratio is None or ratio == 1 or not key.lower().endswith("feature_sizes") or kw.get(key) is not None:
+            if ratio is None or ratio == 1 or not key.lower().endswith("feature_sizes") \
+                    or kw.get(key) not in (None, value):  # (not a value --set gives)
                 continue
             if isinstance(value, (list, tuple)) and value and all(_int_list(v) for v in value):
                 kw[key] = [[max(1, round(x * ratio)) for x in v] for v in value]
@@ -942,11 +943,11 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
     shrunk = plan.name != "default"
     for min_stack in (5, 3) if shrunk else (5,):  # rejected: again with short per-layer lists (_Shrink)
         kwargs = shrink_kwargs(base, _Shrink(plan, widths, min_stack=min_stack)) if shrunk else {}
-        _follow_image_sizes(kwargs, base)
         if "use_cache" in _declared(cls) or _has(base, "use_cache"):
             kwargs["use_cache"] = False
         _fill_gaps(kwargs, base, model_type)
         _apply_overrides(kwargs, base, overrides or {}, model_type)
+        _follow_image_sizes(kwargs, base)  # the shrink's image sizes or the ones --set gives
         try:
             cfg = _constructed(cls, kwargs, base)
             break
