@@ -55,8 +55,16 @@ def _resolve(function: str) -> Callable[..., Any]:
     """The function a qualified name names (the model's own, not a capture's wrapper)."""
     if function in _originals:
         return _originals[function]
-    module, _, name = function.rpartition(".")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    parts = function.split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest importable prefix, then attributes (a class's method)
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        return found  # type: ignore[no-any-return]
+    raise ImportError(f"cannot find {function}")
 
 
 def _decode(template: Any, ints: list[Any], tensors: list[Any]) -> Any:
@@ -65,6 +73,8 @@ def _decode(template: Any, ints: list[Any], tensors: list[Any]) -> Any:
             return ints[template["int"]]
         if "tensor" in template:
             return tensors[template["tensor"]]
+        if "mode" in template:
+            return Mode(template["mode"])
         if "torch" in template:
             name = template["torch"]
             return getattr(torch, name.removeprefix("torch.")) if name.startswith("torch.") else torch.device(name)
@@ -113,6 +123,14 @@ def _host_call_fake(function: str, template: str, ints: list[int], tensors: list
 
 
 OPS = (torch.ops.unitcheck.numpy_rand.default, torch.ops.unitcheck.host_call.default)
+
+
+class Mode:
+    """What a method of the model that draws is given for ``self``: its module's mode, the one
+    thing of the module a call can write down (a method that reads more stays the model's)."""
+
+    def __init__(self, training: bool) -> None:
+        self.training = training
 
 
 class Unwritable(Exception):
@@ -164,6 +182,8 @@ class Call:
             return value
         if isinstance(value, (torch.device, torch.dtype)):
             return {"torch": str(value)}  # "cpu", "torch.float32"
+        if isinstance(value, Mode):
+            return {"mode": value.training}
         raise Unwritable(f"an argument of type {type(value).__name__}")
 
     def example(self) -> tuple[list[int], list[torch.Tensor | None]]:
@@ -185,15 +205,17 @@ class Call:
         return out
 
 
-def _routed_call(function: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _routed_call(function: str, original: Callable[..., Any], method: bool = False) -> Callable[..., Any]:
+    """``original`` as a host call while captured; a ``method`` is given its module's :class:`Mode`
+    for ``self``."""
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
         import numpy as np
 
-        if _running_host:
+        if _running_host or (method and not (args and isinstance(args[0], nn.Module))):
             return original(*args, **kwargs)
         try:
-            spec = Call(args, kwargs)
+            spec = Call((Mode(args[0].training), *args[1:]) if method else args, kwargs)
             ints, tensors = spec.example()
         except Unwritable:
             return original(*args, **kwargs)
@@ -204,6 +226,8 @@ def _routed_call(function: str, original: Callable[..., Any]) -> Callable[..., A
             # which would hold the result as a constant); numpy's state put back
             with _disable_current_modes():
                 sample = _invoke(original, spec.template, ints, tensors)
+        except AttributeError:  # a method that reads more of its module than its mode
+            return original(*args, **kwargs)
         finally:
             np.random.set_state(state)
         return torch.ops.unitcheck.host_call(function, spec.template, spec.ints, spec.tensors,
@@ -240,6 +264,16 @@ def _host_functions(model: nn.Module, numpy: types.ModuleType) -> list[tuple[typ
     return found
 
 
+def _host_methods(model: nn.Module, numpy: types.ModuleType) -> list[tuple[type, str]]:
+    """The methods of the model's own classes (defined in its library's modules), other than
+    ``forward``, that draw from numpy (Phi-4-multimodal's ``_streaming_mask``)."""
+    own = {type(m).__module__ for m in model.modules()} - {nn.Module.__module__}
+    classes = {k for m in model.modules() for k in type(m).__mro__ if k.__module__ in own and not k.__module__.startswith("torch.")}
+    return sorted(((k, attr) for k in classes for attr, fn in vars(k).items()
+                   if attr != "forward" and isinstance(fn, types.FunctionType) and _draws_from_numpy(fn, numpy)),
+                  key=lambda found: (found[0].__module__, found[0].__qualname__, found[1]))
+
+
 def _scalar_uniform(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def draw(*args: Any, **kwargs: Any) -> Any:
@@ -268,6 +302,13 @@ def routed(model: nn.Module) -> Iterator[None]:
         routed_functions.append(qualified)
         saved.append((module, attr, fn))
         setattr(module, attr, _routed_call(qualified, fn))
+    for cls, attr in _host_methods(model, np):
+        fn = vars(cls)[attr]
+        qualified = f"{cls.__module__}.{cls.__qualname__}.{attr}"
+        _originals[qualified] = fn
+        routed_functions.append(qualified)
+        saved.append((cls, attr, fn))
+        setattr(cls, attr, _routed_call(qualified, fn, method=True))
     try:
         yield
     finally:

@@ -800,6 +800,32 @@ class NumpySpecAugment(nn.Module):
         return h
 
 
+class StreamingChunks(nn.Module):
+    """Phi-4-multimodal's audio encoder: a method of the model draws, in training, whether its
+    attention chunks are laid out from the start or from the end of the sequence
+    (``self.training and np.random.rand() > 0.5``) and builds the chunk mask with numpy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def _chunk_mask(self, seq_len: int, batch: int, chunk: int) -> torch.Tensor:
+        import numpy as np
+
+        starts = np.arange(0, seq_len, chunk)
+        if self.training and np.random.rand() > 0.5:
+            starts = np.insert((seq_len - starts)[::-1][:-1], 0, 0)
+        idx = np.searchsorted(starts, np.arange(seq_len), side="right") - 1
+        block = idx[:, None] >= idx[None, :]
+        return torch.from_numpy(np.broadcast_to(block, (batch, seq_len, seq_len)).copy())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        mask = self._chunk_mask(h.shape[1], h.shape[0], 3)
+        scores = (h @ h.transpose(1, 2)).masked_fill(~mask, -1e9)
+        return scores.softmax(-1) @ h
+
+
 class AssertsNoNaN(nn.Module):
     """I-BERT's quantised activation in small: it asserts that the range it tracks holds no NaN
     (``assert x_max.isnan().sum() == 0``), a count of a finiteness test compared with 0."""

@@ -66,6 +66,7 @@ from .faithful_models import (
     SelectsFrames,
     ShiftFromSize,
     StraightThrough,
+    StreamingChunks,
     SwitchesOnce,
     UnusedHostDraw,
     WeightNormConv,
@@ -616,6 +617,26 @@ def test_numpy_draws_of_a_library_function_and_a_layer_drop_are_drawn_by_generat
     res.module.train()
     with torch.no_grad():
         steps = [res.module(x) for _ in range(4)]
+    assert any(not torch.equal(steps[0], s) for s in steps[1:])
+
+
+def test_a_method_of_the_model_that_draws_from_numpy_is_called_by_generated_code() -> None:
+    """Phi-4-multimodal's audio encoder draws its chunk layout in a method (``_streaming_mask``),
+    which reads nothing of the model but its mode: the capture refused it as a data-dependent
+    branch. The method becomes a host call like a module-level function, with its mode for
+    ``self``, so the generated module draws a layout at each training step as the model does."""
+    import numpy as np
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    model, x = StreamingChunks(), torch.randn(2, 7, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert "torch.ops.unitcheck.host_call" in res.source and "_chunk_mask" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+    res.module.train()
+    with torch.no_grad():
+        steps = [res.module(x) for _ in range(6)]
     assert any(not torch.equal(steps[0], s) for s in steps[1:])
 
 
