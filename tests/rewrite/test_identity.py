@@ -386,3 +386,34 @@ def test_a_library_that_computes_otherwise_when_exported_is_regenerated_as_in_ea
 
     torch.manual_seed(0)
     _check(DeltaRule(), torch.randn(2, 4, 8))
+
+
+class _Vanishing(nn.Module):
+    """A deep random network in eval mode whose features vanish: normalising them divides 0 by
+    0 (ALIGN's image embeddings from a small EfficientNet at 32x32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x) * 0.0
+        return h / h.norm(dim=-1, keepdim=True) + self.proj.bias
+
+
+def test_nan_where_the_model_computes_nan_is_equal() -> None:
+    """Bit for bit, NaN in the same places is the same result: the comparison reported ALIGN's
+    regenerated module as different (250 differences, "max difference nan") because NaN is not
+    equal to itself. NaN in other places is still a difference."""
+    model, x = _Vanishing(), torch.randn(3, 4)
+    res = rewrite(model, (x,), to="identity")
+    with torch.no_grad():
+        assert model(x).isnan().all()
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+
+    class Other(_Vanishing):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.where(x > 0, super().forward(x), x)
+
+    assert any("output 0 differs" in d for d in differences(model, Other(), (x,)))

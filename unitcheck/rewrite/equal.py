@@ -66,9 +66,18 @@ def _step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], train
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Equal bit for bit, NaN in the same places counting as equal (NaN is not equal to itself:
+    a model whose features vanish computes 0/0, and so does its regenerated module)."""
     if a is None or b is None:
         return a is None and b is None
-    return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if torch.equal(a, b):
+        return True
+    if not (a.is_floating_point() or a.is_complex()):
+        return False
+    nan = a.isnan()
+    return bool(torch.equal(nan, b.isnan()) and torch.equal(a.masked_fill(nan, 0), b.masked_fill(nan, 0)))
 
 
 def check_fits_in_memory(graph: fx.Graph) -> None:
@@ -185,5 +194,7 @@ def _how(a: torch.Tensor | None, b: torch.Tensor | None) -> str:
         return "one is None"
     if a.dtype != b.dtype or a.shape != b.shape:
         return f"{a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
-    err = (a.double() - b.double()).abs().max() if a.is_floating_point() else (a != b).sum()
+    if a.is_floating_point() and not torch.equal(a.isnan(), b.isnan()):
+        return f"NaN in {int((a.isnan() != b.isnan()).sum())} places in one only"
+    err = (a.double() - b.double()).nan_to_num(0).abs().max() if a.is_floating_point() else (a != b).sum()
     return f"max difference {float(err):.3g}"
