@@ -233,6 +233,20 @@ def test_a_compound_scaled_network_shrinks_to_its_base() -> None:
 
 
 @needs_hf
+def test_an_output_channel_count_named_in_the_singular_is_a_width() -> None:
+    """Phi-4-multimodal's audio encoder convolves its hidden states into
+    ``depthwise_separable_out_channel`` and ``ext_pw_out_channel`` channels, both its width: left
+    at 1024 beside a width of 64, every small plan failed (48M parameters at layers-only)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("phi4_multimodal_audio")
+    assert cfg.depthwise_separable_out_channel == cfg.ext_pw_out_channel == cfg.hidden_size < 1024
+    info: list[Built] = []
+    build("phi4_multimodal_audio", device="meta", info=info)
+    assert info[0].plan == "small"
+
+
+@needs_hf
 def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
     """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
     as unset fields the class fills with full-size constants; its neck lists the stages' widths
