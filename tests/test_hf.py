@@ -247,6 +247,22 @@ def test_an_output_channel_count_named_in_the_singular_is_a_width() -> None:
 
 
 @needs_hf
+def test_a_group_count_equal_to_a_width_follows_it() -> None:
+    """Mimi upsamples with a depthwise transposed convolution, ``upsample_groups`` (512) groups
+    over its 512 channels: left at 512 beside a width of 64, "in_channels must be divisible by
+    groups" refused every small plan of Mimi, its decoder, CSM and Pocket TTS's tokenizers (80M
+    parameters at layers-only)."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("mimi")
+    assert cfg.upsample_groups == cfg.hidden_size < 512
+    for name in ("mimi", "csm"):
+        info: list[Built] = []
+        build(name, device="meta", info=info)
+        assert info[0].plan == "small", name
+
+
+@needs_hf
 def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
     """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
     as unset fields the class fills with full-size constants; its neck lists the stages' widths

@@ -763,6 +763,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
     width_like = _width_like(low)
+    if _is_int(value) and value in shrink.widths and low.endswith("groups"):
+        return shrink.widths[value]  # as many groups as channels, a depthwise conv (Mimi's upsample_groups)
     if _is_int(value) and value in shrink.widths and ("hidden_size" in low or low.endswith("input_size")) and not width_like:
         # a hidden size named with a qualifier after it (BLT's ``hidden_size_global``) or the width
         # an adapter takes in (dots.3's ``adapter_input_size``): it is the width of another config
