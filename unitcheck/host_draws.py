@@ -219,6 +219,10 @@ def _routed_call(function: str, original: Callable[..., Any], method: bool = Fal
             ints, tensors = spec.example()
         except Unwritable:
             return original(*args, **kwargs)
+        if any(t is not None and (t.is_floating_point() or t.is_complex()) for t in spec.tensors):
+            # it computes on float values (BigBird's block-sparse attention draws its random
+            # blocks): as a host call their gradients would stop there, so it stays the model's
+            return original(*args, **kwargs)
         from torch.utils._python_dispatch import _disable_current_modes
 
         state = np.random.get_state()
