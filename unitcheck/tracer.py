@@ -37,7 +37,7 @@ from torch.utils import _pytree as pytree
 
 from . import eager_paths, fake_kernels, sequence_data
 from .diagnostics import Location
-from .draws import NO_GRAD_CUT, RANDOM, READS, kept_values, mark_layer_drops, random_ops
+from .draws import GUARDED, NO_GRAD_CUT, RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
 from .fxutil import (
     LEAF_KEY,
@@ -1012,6 +1012,19 @@ def _layer_drops(g: TracedGraph, dropped: TracedGraph) -> None:
                          {*dropped.mutations, *dropped.input_mutations})
     except ValueError as err:
         raise _DrawSpecialised(str(err)) from None
+    # what a branch computed outside the graph (with numpy) is a constant in it: each constant the
+    # layers do not hold alone must be in the other path too (by value: its numbering may shift)
+    nodes = {n.name: n for n in g.graph.nodes}
+    theirs = [v.value for v in dropped.leaves.values() if v.kind == "constant" and isinstance(v.value, torch.Tensor)]
+    for name, leaf in g.leaves.items():
+        n = nodes.get(name)
+        if leaf.kind != "constant" or not isinstance(leaf.value, torch.Tensor) or n is None \
+                or (n.users and all(GUARDED in u.meta for u in n.users)):
+            continue
+        if not any(v.shape == leaf.value.shape and v.dtype == leaf.value.dtype and torch.equal(v, leaf.value)
+                   for v in theirs):
+            raise _DrawSpecialised(f"the branch decides a constant the graph holds ({leaf.name}, computed outside "
+                                   "the graph), which generated code would hold as the capture's")
 
 
 def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool,

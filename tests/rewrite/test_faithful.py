@@ -25,6 +25,7 @@ from .faithful_models import (
     ROUNDING_KERNELS,
     AssertsNoNaN,
     BranchesOnAKeptSize,
+    ChunksOfItsOwn,
     ClampsItsInput,
     ClampsItsWeight,
     ClampsNonFinite,
@@ -638,6 +639,17 @@ def test_a_method_of_the_model_that_draws_from_numpy_is_called_by_generated_code
     with torch.no_grad():
         steps = [res.module(x) for _ in range(6)]
     assert any(not torch.equal(steps[0], s) for s in steps[1:])
+
+
+def test_a_draw_that_decides_a_constant_is_refused() -> None:
+    """Where no host call can stand for the method that draws, the branch on the draw computes
+    outside the graph and the graph holds its result as a constant: the generated module applied
+    one chunk layout at every training step (output differed by 0.76 from the model's) while
+    `rewrite` exited 0. The capture with every draw the other way holds another constant, and
+    the capture refuses."""
+    model, x = ChunksOfItsOwn(), torch.randn(2, 7, 8)
+    with pytest.raises(TraceError, match="decides a constant the graph holds"):
+        rewrite(model, (x,), to="identity")
 
 
 def test_a_host_draw_the_graph_does_not_use_still_regenerates() -> None:
