@@ -256,6 +256,8 @@ def test_a_group_count_equal_to_a_width_follows_it() -> None:
 
     cfg = make_config("mimi")
     assert cfg.upsample_groups == cfg.hidden_size < 512
+    # its quantiser's width, named as a dimension, is its codebooks' (the cdist of the two failed)
+    assert cfg.vector_quantization_hidden_dimension == cfg.codebook_dim < 256
     for name in ("mimi", "csm"):
         info: list[Built] = []
         build(name, device="meta", info=info)

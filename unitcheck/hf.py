@@ -794,7 +794,8 @@ def _width_like(low: str) -> bool:
     """Whether a field (lower-cased) is a width or a list of widths; a stage list is named after
     the width it lists (Hiera's ``embed_dim_per_stage``)."""
     stem = low.removesuffix("_per_stage")
-    return stem in _WIDTH_EXACT or (stem.endswith(_WIDTH_SUFFIX + ("_channels", "out_channel")) and not stem.endswith(_HEAD_DIM_SUFFIX))
+    return stem in _WIDTH_EXACT or (stem.endswith(_WIDTH_SUFFIX + ("_channels", "out_channel", "hidden_dimension"))
+                                     and not stem.endswith(_HEAD_DIM_SUFFIX))
 
 
 def _width_list(low: str) -> bool:
