@@ -265,6 +265,23 @@ def test_a_group_count_equal_to_a_width_follows_it() -> None:
 
 
 @needs_hf
+def test_a_word_as_long_as_the_stack_is_not_one_letter_per_layer() -> None:
+    """BigBird's ``attention_type`` "block_sparse" has 12 letters and BigBird 12 layers: read as
+    one kind of layer a letter, it was cut to "block_sp", which the config refused, and the build
+    fell back to the full-size default (128M parameters, 834 s in the zoo). A pattern of a few
+    kinds (Nemotron-H's hybrid layers) is still one per layer."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("big_bird")
+    assert cfg.attention_type == "block_sparse" and cfg.num_hidden_layers == 2
+    info: list[Built] = []
+    model, _ = build("big_bird", device="meta", info=info)
+    assert info[0].plan == "small" and sum(p.numel() for p in model.parameters()) < 1e6
+    nemotron = make_config("nemotron_h")
+    assert len(nemotron.hybrid_override_pattern) == nemotron.num_hidden_layers < 52
+
+
+@needs_hf
 def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
     """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
     as unset fields the class fills with full-size constants; its neck lists the stages' widths

@@ -317,6 +317,13 @@ def _run_length_layers(value: Any, n: int) -> list[Any] | None:
     return out if len(out) == n else None
 
 
+def _layer_pattern(value: Any) -> bool:
+    """Whether a string may be one character per layer (Nemotron-H's ``M-M-M*``): a few kinds
+    repeated, not a word that happens to be as long as the stack (BigBird's ``block_sparse`` with
+    12 layers was cut to ``block_sp``)."""
+    return isinstance(value, str) and len(set(value)) <= max(2, len(value) // 2)
+
+
 def _keep_layers(values: list[Any], n: int) -> list[int]:
     """Indices of the layers kept: the first two of each kind (a layer kind that shares weights
     across its layers needs two), then the earliest, at least ``n``."""
@@ -378,7 +385,8 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
         n0 = layer[1]
         # derived lists too (layer_types from a pattern): resampled explicitly, they stay aligned
         # with the new layer count whatever rule the class derives them by
-        per_layer = [k for k, v in values.items() if isinstance(v, (list, tuple, str)) and len(v) == n0 and n0 >= shrink.min_stack]
+        per_layer = [k for k, v in values.items() if (isinstance(v, (list, tuple)) or _layer_pattern(v))
+                     and len(v) == n0 and n0 >= shrink.min_stack]
         runs = {k: ex for k, v in values.items() if (ex := _run_length_layers(v, n0)) is not None}
         if runs:  # the count a run pattern is checked against, by the name the config stores it under
             layer = ((getattr(cfg, "attribute_map", None) or {}).get(layer[0], layer[0]), n0)
@@ -670,7 +678,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             return SMALL_DEFAULTS["layers"]
         if low in _LAYER_LISTS and _int_list(value):
             return type(value)(min(x, SMALL_DEFAULTS["layers"]) for x in value)
-        if keep is not None and layer and isinstance(value, (list, tuple, str)) and len(value) == layer[1] and layer[1] >= 5:
+        if keep is not None and layer and (isinstance(value, (list, tuple)) or _layer_pattern(value)) \
+                and len(value) == layer[1] and layer[1] >= 5:
             picked = [value[i] for i in keep]
             return "".join(picked) if isinstance(value, str) else type(value)(picked)
         if keep is not None and layer and _int_list(value) and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx")) \
