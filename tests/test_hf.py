@@ -256,9 +256,11 @@ def test_a_group_count_equal_to_a_width_follows_it() -> None:
 
     cfg = make_config("mimi")
     assert cfg.upsample_groups == cfg.hidden_size < 512
+    bit = make_config("bit")  # group normalisation: its 32 groups must divide widths shrunk to 8
+    assert all(w % bit.num_groups == 0 for w in (bit.embedding_size, *bit.hidden_sizes))
     # its quantiser's width, named as a dimension, is its codebooks' (the cdist of the two failed)
     assert cfg.vector_quantization_hidden_dimension == cfg.codebook_dim < 256
-    for name in ("mimi", "csm"):
+    for name in ("mimi", "csm", "bit"):
         info: list[Built] = []
         build(name, device="meta", info=info)
         assert info[0].plan == "small", name

@@ -772,6 +772,8 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
     width_like = _width_like(low)
+    if low == "num_groups" and _is_int(value) and value > 8:
+        return 8  # group normalisation's groups must divide each shrunk width (a multiple of 8): BiT's 32
     if _is_int(value) and value in shrink.widths and low.endswith("groups"):
         return shrink.widths[value]  # as many groups as channels, a depthwise conv (Mimi's upsample_groups)
     if _is_int(value) and value in shrink.widths and ("hidden_size" in low or low.endswith("input_size")) and not width_like:
