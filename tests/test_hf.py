@@ -284,6 +284,24 @@ def test_a_word_as_long_as_the_stack_is_not_one_letter_per_layer() -> None:
 
 
 @needs_hf
+def test_a_towers_neck_and_its_fourier_features_follow_the_shrink() -> None:
+    """SAM's vision tower adds positional embeddings made of the sines and cosines of
+    ``num_pos_feats`` random features to its neck (``output_channels``, twice as wide): left at
+    128 beside a shrunk neck, SAM and SAM-HQ fell back to layers-only at 1024x1024. SLANeXt's
+    ``post_conv_in_channels`` is its SAM tower's neck, which the tower's own ratio shrinks."""
+    from unitcheck.hf import Built, build, make_config
+
+    sam = make_config("sam").vision_config
+    assert 2 * sam.num_pos_feats == sam.output_channels < 256
+    slanext = make_config("slanext")
+    assert slanext.post_conv_in_channels == slanext.vision_config.output_channels < 256
+    for name in ("sam", "slanext"):
+        info: list[Built] = []
+        build(name, device="meta", info=info)
+        assert info[0].plan == "small", name
+
+
+@needs_hf
 def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
     """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
     as unset fields the class fills with full-size constants; its neck lists the stages' widths

@@ -341,6 +341,17 @@ def _keep_layers(values: list[Any], n: int) -> list[int]:
     return sorted(keep)
 
 
+def _collect_necks(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
+    """After the main widths (which win where they are equal): a tower's neck width
+    (``output_channels``), which a parent config reads (SLANeXt's ``post_conv_in_channels`` is
+    its SAM tower's 256-channel neck), scaled as the tower's own width."""
+    w, neck = _main_width(cfg), _get(cfg, "output_channels")
+    if plan.widths and w and w > SMALL_DEFAULTS["width"] and _is_int(neck) and neck > 16:
+        out.setdefault(int(neck), _round(neck * SMALL_DEFAULTS["width"] / w))
+    for sub in _subconfigs(cfg).values():
+        _collect_necks(sub, plan, out)
+
+
 def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, Any]:
     """Constructor keyword arguments for a smaller config of the same class (sub-configs as dicts;
     ``nested``: ``cfg`` is one, whose layers its parent may name)."""
@@ -458,6 +469,11 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
             out[key] = None
         elif new is not _SAME:
             out[key] = new
+    fourier, neck = values.get("num_pos_feats"), values.get("output_channels")
+    if _is_int(fourier) and _is_int(neck) and 2 * fourier == neck and _is_int(out.get("output_channels")):
+        # the sines and cosines of that many features make the width they are added to (SAM's
+        # neck): half the shrunk width, as half the full one
+        out["num_pos_feats"] = out["output_channels"] // 2
     if nested:  # rebuilt from these alone, the sub-config would take its class's defaults
         out.update(_set_by_parent(cfg, out, subs))
     _follow_sibling_layers(values, subs, out)
@@ -953,6 +969,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
         raise HFError(f"{model_type}: its default config cannot be built: {_short(err)}") from None
     widths: dict[int, int] = {}
     _collect_widths(base, plan, widths)
+    _collect_necks(base, plan, widths)
     rejected: Exception | None = None
     shrunk = plan.name != "default"
     for min_stack in (5, 3) if shrunk else (5,):  # rejected: again with short per-layer lists (_Shrink)
