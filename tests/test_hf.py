@@ -302,6 +302,21 @@ def test_a_towers_neck_and_its_fourier_features_follow_the_shrink() -> None:
 
 
 @needs_hf
+def test_a_backbone_returns_the_stages_its_parent_chose() -> None:
+    """UperNet's default ResNet backbone returns four stages, which UperNet's head reads: rebuilt
+    from its shrunk fields alone, the backbone took its class's default (the last stage only),
+    every small plan failed with "list index out of range", and the build fell back to the full
+    default config (66M parameters)."""
+    from unitcheck.hf import Built, build, make_config
+
+    assert make_config("upernet").backbone_config.out_features == ["stage1", "stage2", "stage3", "stage4"]
+    assert make_config("deformable_detr").backbone_config.out_indices == [2, 3, 4]  # its three levels
+    info: list[Built] = []
+    build("upernet", device="meta", info=info)
+    assert info[0].plan == "small"
+
+
+@needs_hf
 def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
     """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
     as unset fields the class fills with full-size constants; its neck lists the stages' widths
