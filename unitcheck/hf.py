@@ -497,7 +497,7 @@ def _set_by_parent(cfg: Any, out: Mapping[str, Any], subs: Mapping[str, Any]) ->
     except Exception:  # a class that cannot be built alone: nothing to compare with
         return {}
     skip = {*out, *subs, "transformers_version", "architectures", "model_type"}
-    kept = {k: v for k, v in vars(cfg).items() if k not in skip and not k.startswith("_") and "arch" not in k
+    kept: dict[str, Any] = {k: v for k, v in vars(cfg).items() if k not in skip and not k.startswith("_") and "arch" not in k
             and isinstance(v, (bool, str, float)) and (k not in fresh or not _equal(fresh[k], v))}
     # and the stages a backbone returns, which its parent chose (UperNet reads all four of its
     # ResNet's; rebuilt from its class's default, the backbone returned its last alone)
