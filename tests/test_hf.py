@@ -994,12 +994,12 @@ def test_image_sizes_shrink_together_for_an_oracle_that_cannot_hold_the_default(
     them takes the smaller image."""
     from unitcheck import hf
 
-    model, _ = hf.build("sam", device="meta")
-    sets = hf.image_size_overrides(model.config, 256)
+    full = hf.make_config("sam", {}, hf.PLANS[-1])  # (the small plan's images are 64x64 already)
+    sets = hf.image_size_overrides(full, 256)
     assert sets == {"vision_config.image_size": 256, "prompt_encoder_config.image_size": 256}
     _, inputs = hf.build("sam", sets, device="meta")
     assert tuple(inputs["pixel_values"].shape[-2:]) == (256, 256)
-    assert hf.image_size_overrides(model.config, 4096) == {}
+    assert hf.image_size_overrides(full, 4096) == {}
 
 
 @needs_hf
