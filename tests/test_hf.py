@@ -317,6 +317,19 @@ def test_a_backbone_returns_the_stages_its_parent_chose() -> None:
 
 
 @needs_hf
+def test_a_video_tower_takes_its_clips_frames_as_one_batch() -> None:
+    """X-CLIP's vision tower takes ``(clips * frames, C, H, W)`` and views it as clips of
+    ``num_frames``: two images made ``2 // 4 = 0`` clips ("shape '[0, 4, 64]' is invalid") and the
+    type did not trace."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("xclip_vision_model", device="meta", info=info)
+    assert info[0].probed and info[0].layout == "pixel_values (frames in the batch)"
+    assert inputs["pixel_values"].shape[0] == 2 * model.config.num_frames
+
+
+@needs_hf
 def test_stage_widths_and_feature_maps_follow_the_shrink() -> None:
     """SAM 2's Hiera backbone lists its stages' widths (``embed_dim_per_stage``) and its image size
     as unset fields the class fills with full-size constants; its neck lists the stages' widths

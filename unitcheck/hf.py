@@ -1261,6 +1261,8 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         layouts.append(("pixel_values", {"pixel_values": pixels}))
         layouts.append(("pixel_values (frames or image pairs)", {"pixel_values": _video(cfg, pixels)}))
         layouts.append(("pixel_values (frames, channels last)", {"pixel_values": _channels_last(_video(cfg, pixels))}))
+        # a video tower fed its clips' frames as one batch (X-CLIP's, which views it as clips of frames)
+        layouts.append(("pixel_values (frames in the batch)", {"pixel_values": _video(cfg, pixels).flatten(0, 1)}))
         if "input_ids" in params:
             layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": pixels, "input_ids": ids}))
             token = _find(cfg, "image_token_id", "image_token_index")
