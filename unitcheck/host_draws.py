@@ -254,28 +254,25 @@ def _draws_from_numpy(fn: types.FunctionType, numpy: types.ModuleType) -> bool:
     return False
 
 
-def _host_functions(model: nn.Module, numpy: types.ModuleType) -> list[tuple[types.ModuleType, str]]:
-    """The module-level functions of the model's own modules (those defining its layers' classes)
-    that draw from numpy."""
-    found: list[tuple[types.ModuleType, str]] = []
-    for name in sorted({type(m).__module__ for m in model.modules()}):
+def _host_draws(model: nn.Module, numpy: types.ModuleType) -> list[tuple[Any, str, str, bool]]:
+    """What draws from numpy in the model's own modules (those defining its layers' classes, not
+    torch's): their module-level functions (wav2vec2's ``_compute_mask_indices``) and their
+    classes' methods other than ``forward`` (Phi-4-multimodal's ``_streaming_mask``), each as
+    (owner, attribute, qualified name, whether a method)."""
+    own = sorted({n for m in model.modules() if not (n := type(m).__module__).startswith("torch.")})
+    found: list[tuple[Any, str, str, bool]] = []
+    for name in own:
         module = sys.modules.get(name)
-        if module is None:
-            continue
-        for attr, fn in vars(module).items():
+        for attr, fn in vars(module).items() if module is not None else ():
             if isinstance(fn, types.FunctionType) and fn.__module__ == name and _draws_from_numpy(fn, numpy):
-                found.append((module, attr))
+                found.append((module, attr, f"{name}.{attr}", False))
+    classes = sorted({k for m in model.modules() for k in type(m).__mro__ if k.__module__ in own},
+                     key=lambda k: (k.__module__, k.__qualname__))
+    for k in classes:
+        for attr, fn in vars(k).items():
+            if attr != "forward" and isinstance(fn, types.FunctionType) and _draws_from_numpy(fn, numpy):
+                found.append((k, attr, f"{k.__module__}.{k.__qualname__}.{attr}", True))
     return found
-
-
-def _host_methods(model: nn.Module, numpy: types.ModuleType) -> list[tuple[type, str]]:
-    """The methods of the model's own classes (defined in its library's modules), other than
-    ``forward``, that draw from numpy (Phi-4-multimodal's ``_streaming_mask``)."""
-    own = {type(m).__module__ for m in model.modules()} - {nn.Module.__module__}
-    classes = {k for m in model.modules() for k in type(m).__mro__ if k.__module__ in own and not k.__module__.startswith("torch.")}
-    return sorted(((k, attr) for k in classes for attr, fn in vars(k).items()
-                   if attr != "forward" and isinstance(fn, types.FunctionType) and _draws_from_numpy(fn, numpy)),
-                  key=lambda found: (found[0].__module__, found[0].__qualname__, found[1]))
 
 
 def _scalar_uniform(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -299,20 +296,12 @@ def routed(model: nn.Module) -> Iterator[None]:
     for name in _SCALAR_UNIFORM:
         saved.append((np.random, name, getattr(np.random, name)))
         setattr(np.random, name, _scalar_uniform(getattr(np.random, name)))
-    for module, attr in _host_functions(model, np):
-        fn = getattr(module, attr)
-        qualified = f"{module.__name__}.{attr}"
+    for owner, attr, qualified, method in _host_draws(model, np):
+        fn = vars(owner)[attr]
         _originals[qualified] = fn
         routed_functions.append(qualified)
-        saved.append((module, attr, fn))
-        setattr(module, attr, _routed_call(qualified, fn))
-    for cls, attr in _host_methods(model, np):
-        fn = vars(cls)[attr]
-        qualified = f"{cls.__module__}.{cls.__qualname__}.{attr}"
-        _originals[qualified] = fn
-        routed_functions.append(qualified)
-        saved.append((cls, attr, fn))
-        setattr(cls, attr, _routed_call(qualified, fn, method=True))
+        saved.append((owner, attr, fn))
+        setattr(owner, attr, _routed_call(qualified, fn, method))
     try:
         yield
     finally:
