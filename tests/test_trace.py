@@ -206,6 +206,35 @@ def test_floor_division_traces_with_real_values() -> None:
                        model(*inputs))
 
 
+class _PaddingImages(nn.Module):
+    """Idefics2 drops the all-zero (padding) images and splits the rest per sample by counts its
+    Python reads (``split(counts.tolist())``), here behind a branch on an integer input so export
+    takes real values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        real = (x == 0).sum(-1) != x.shape[-1]
+        rows = self.lin(x[real])
+        if (ids >= 0).all():
+            rows = rows * 2
+        return torch.stack([p.sum(0) for p in rows.split(real.sum(1).tolist())])
+
+
+def test_a_split_by_counts_read_from_data_is_not_specialised() -> None:
+    """Real-value propagation checks each fake result's storage offset against the real one;
+    torch 2.13 compared them with ``!=``, which guarded on the split's unbacked sizes: the capture
+    refused a branch on float data it never took. The graph holds the split for any count."""
+    model, x, ids = _PaddingImages(), torch.randn(2, 3, 4), torch.arange(2)
+    g = trace(model, (x, ids), dynamic=True)
+    padded = x.clone()
+    padded[0, 1] = 0.0  # one padding image: counts (2, 3) where the example's were (3, 3)
+    consts = [leaf.value for leaf in g.leaves.values() if leaf.kind != "input"]
+    assert torch.equal(g.gm(*consts, padded, ids)[0], model(padded, ids))
+
+
 def test_an_empty_result_is_inferred_whatever_its_strides() -> None:
     """Where real-value propagation finds an op's fake result unlike its real one, torch 2.13
     infers the fake result from the real one, and refused an empty result ("not dense in

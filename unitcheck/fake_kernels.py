@@ -96,8 +96,42 @@ def _empty_outputs_any_layout() -> contextlib.AbstractContextManager[None]:
     return _swapped(fake_tensor, "_infer_fake_from_real_tensor", infer)
 
 
+def _offsets_compared_without_guards() -> contextlib.AbstractContextManager[None]:
+    """Real-value propagation checks each fake result against the real one, and torch 2.13
+    compares their storage offsets with ``!=``: an offset of unbacked sizes (the second piece of
+    a split by counts read into Python) is then guarded on, the guard decided by the example and
+    asserted in the graph, as if the model had branched on it. Idefics2 splits its image features
+    by the count of non-padding images; the capture refused a branch on float data, and would
+    otherwise have held the example's count. The offset is compared as torch compares symbolic
+    values there: evaluated with the real values known, without a guard; a mismatch is one
+    that evaluates false. Every other check is the original's."""
+    import sympy
+    import torch._subclasses.fake_utils as fake_utils
+
+    def compare(original: Any) -> Any:
+        def checked(real_out: torch.Tensor, fake_out: torch.Tensor, context: str = "", sizes: bool = True,
+                    strides: bool = False, storage_offset: bool = True, requires_grad: bool = True) -> None:
+            offset = fake_out.storage_offset() if torch._C._has_storage(real_out) else None
+            if not isinstance(offset, torch.SymInt):
+                return original(real_out, fake_out, context, sizes, strides, storage_offset,  # type: ignore[no-any-return]
+                                requires_grad)
+            same = offset.node.shape_env._maybe_evaluate_static(
+                sympy.Eq(offset.node.expr, real_out.storage_offset()), compute_hint=True)
+            if same is sympy.false:
+                raise fake_utils.MetadataMismatchError(f"{context} mismatched storage offset")
+            if requires_grad and real_out.requires_grad != fake_out.requires_grad:
+                raise fake_utils.MetadataMismatchError(f"{context} mismatched requires_grad-ness of outputs")
+            torch._prims.utils.compare_tensor_meta(real_out, fake_out, check_sizes=sizes, check_strides=strides,
+                                                   allow_rhs_unbacked=True)
+            return None
+
+        return checked
+
+    return _swapped(fake_utils, "_check_fake_real_tensors", compare)
+
+
 @contextlib.contextmanager
 def corrected() -> Iterator[None]:
     """Every correction, for the duration of one capture."""
-    with _bool_signbit(), _float_grouped_mm(), _empty_outputs_any_layout():
+    with _bool_signbit(), _float_grouped_mm(), _empty_outputs_any_layout(), _offsets_compared_without_guards():
         yield
