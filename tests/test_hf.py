@@ -1386,3 +1386,56 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
         assert inputs[name].dtype == torch.long and int(inputs[name].min()) >= 1, name
     # a type index selects from a small table (JEV's three question types), as token_type_ids do
     assert inputs["question_type_ids"].dtype == torch.long and not inputs["question_type_ids"].any()
+
+
+@needs_hf
+def test_a_vision_tower_that_projects_into_the_text_width_keeps_its_heads_wide() -> None:
+    """Qwen2-VL's vision config names the text width it merges into ``hidden_size`` (3584) and its
+    own width ``embed_dim`` (1280, 16 heads). Scaled by the text width's ratio, the tower kept 24
+    (6 per head, fewer than its rotary embedding's pairs), its forward failed, and the model was
+    built on its text alone."""
+    from unitcheck.hf import make_config
+
+    cfg = make_config("qwen2_vl")
+    vision = cfg.vision_config
+    assert vision.embed_dim // vision.num_heads >= 16
+    assert vision.hidden_size == cfg.text_config.hidden_size  # the merger still meets the text model
+
+
+@needs_hf
+def test_a_layout_a_real_run_passed_is_kept_over_one_that_drops_its_image() -> None:
+    """Where fake tensors cannot count the image tokens a model checks, a real run decides the
+    image layout; a later layout that passes the fake probe without the image (the text alone)
+    used to win, and HyperCLOVAX Vision's tower was never traced."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    _, inputs = build("hyperclovax_vision_v2", device="meta", info=info)
+    assert "pixel_values" in inputs and "image_grid_thw" in inputs
+    assert "pixel_values" in info[0].layout and not info[0].probed
+
+
+@needs_hf
+def test_a_tower_merger_projects_to_the_text_models_width() -> None:
+    """Qwen3-VL's default merges image features to 3584 for a 4096-wide text model; each shrunk by
+    its own config's ratio, the model refused every image ("tokens: 8, features: 8")."""
+    from unitcheck.hf import make_config
+
+    for model_type in ("qwen3_vl", "glm5_next"):
+        cfg = make_config(model_type)
+        assert cfg.vision_config.out_hidden_size == cfg.text_config.hidden_size
+
+
+@needs_hf
+def test_an_image_layout_gets_token_types_and_the_rotary_repair_its_real_run_asks_for() -> None:
+    """Qwen2-VL asks for ``mm_token_type_ids`` with images (its message also names the video grid
+    it does not need), then splits its text head by rotary sections written for the checkpoint's
+    width: the image layout needs both, found on real values, and was lost to the text alone."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("qwen2_vl", device="meta", info=info)
+    assert "pixel_values" in inputs and "video_grid_thw" not in inputs
+    image = inputs["input_ids"] == model.config.image_token_id
+    assert image.any() and torch.equal(inputs["mm_token_type_ids"], image.long())
+    assert "mrope_section" in info[0].plan

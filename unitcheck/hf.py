@@ -245,7 +245,23 @@ def _subconfigs(cfg: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(cfg).items() if isinstance(v, PretrainedConfig) and not k.startswith("_")}
 
 
+def _projecting_tower(cfg: Any) -> tuple[int, int] | None:
+    """(its width, the width it projects into) of a vision tower that names the text width it
+    merges into ``hidden_size`` and its own ``embed_dim`` (Qwen2-VL's: 1280 wide in 16 heads,
+    merged into 3584). Its heads divide embed_dim: scaled by the text width's ratio, it kept 24
+    (6 per head, fewer than its rotary embedding's pairs)."""
+    tower = _get(cfg, "embed_dim")
+    heads = next((v for k in ("num_attention_heads", "num_heads") if (v := _get(cfg, k)) is not None), None)
+    out = _get(cfg, "hidden_size")
+    if _is_int(tower) and _is_int(heads) and heads > 0 and tower % heads == 0 and tower >= SMALL_DEFAULTS["width"] \
+            and _is_int(out) and out > tower:
+        return int(tower), int(out)
+    return None
+
+
 def _main_width(cfg: Any) -> int | None:
+    if (tower := _projecting_tower(cfg)) is not None:
+        return tower[0]
     for key in _WIDTH_KEYS:
         v = _get(cfg, key)
         if _is_int(v) and v > 0:
@@ -264,6 +280,8 @@ def _collect_widths(cfg: Any, plan: Plan, out: dict[int, int]) -> None:
         target = max(target, _pow2_at_most(heads, SMALL_DEFAULTS["heads"]) * (w // heads))
     if w is not None and plan.widths and w > target:
         out.setdefault(w, target)
+        if (tower := _projecting_tower(cfg)) is not None:
+            out.setdefault(tower[1], target)  # the width it merges into: the text model's, at the target
         for key, v in _declared_values(cfg).items():  # its stages' widths, scaled as its own
             if key.lower().endswith("_per_stage") and _width_like(key.lower()) and _int_list(v):
                 for x in v:
@@ -927,8 +945,6 @@ _KNOWN_GAPS: dict[str, dict[str, Any]] = {
     # its mask branch reads the backbone's first stage (x4_feat_dim 128, the stage's 128 channels by
     # default); the two shrink by different widths' ratios (to 32 and 8), so the model refused them
     "pp_doclayout_v3": {"x4_feat_dim": _Same("backbone_config.stage_out_channels", 0)},
-    # the same for its vision merger's output: 1536 against the text model's 4096 by default
-    "glm5_next": {"vision_config.out_hidden_size": _Same("text_config.hidden_size")},
     "qwen4_exp": {"text_config.indexer_n_heads": 2, "text_config.indexer_kv_heads": 1,
                   "text_config.indexer_head_dim": 32, "text_config.indexer_budget": 8,
                   "text_config.indexer_compress_ratio": 4},
@@ -952,15 +968,36 @@ def _fill_gaps(kwargs: dict[str, Any], cfg: Any, model_type: str) -> None:
         if isinstance(value, _Same):
             index, value = value.index, _shrunk_value(kwargs, cfg, value.field)
             value = value[index] if index is not None and isinstance(value, (list, tuple)) else value
-        *path, key = dotted.split(".")
-        target, node = kwargs, cfg
-        for part in path:
-            node = _get(node, part)
-            if node is None:
-                break
-            target = target.setdefault(part, {"model_type": getattr(node, "model_type", "")})
-        else:
-            target[key] = value
+        _set_dotted(kwargs, cfg, dotted, value)
+
+
+def _set_dotted(kwargs: dict[str, Any], cfg: Any, dotted: str, value: Any) -> None:
+    """``kwargs`` set to give the field ``dotted`` (``--set`` spelling) ``value``."""
+    *path, key = dotted.split(".")
+    target, node = kwargs, cfg
+    for part in path:
+        node = _get(node, part)
+        if node is None:
+            return
+        target = target.setdefault(part, {"model_type": getattr(node, "model_type", "")})
+    target[key] = value
+
+
+def _follow_text_width(kwargs: dict[str, Any], cfg: Any) -> None:
+    """A tower's merger writes its features into the text model's embeddings, so the width it
+    projects to (``out_hidden_size``) is the text model's in every checkpoint. Defaults leave
+    them apart (Qwen3-VL's 3584 beside 4096; GLM-5-Next's 1536 beside 4096), the shrink scales
+    each by its own config's ratio, and the model refused every image ("Image features and image
+    tokens do not match, tokens: 8, features: 8", the two widths' products)."""
+    for path, c in _paths(cfg):
+        subs = _subconfigs(c)
+        if "text_config" not in subs:
+            continue
+        prefix = "".join(f"{p}." for p in path)
+        width = _shrunk_value(kwargs, cfg, f"{prefix}text_config.hidden_size")
+        for name, sub in subs.items():
+            if name != "text_config" and _is_int(_get(sub, "out_hidden_size")) and _is_int(width):
+                _set_dotted(kwargs, cfg, f"{prefix}{name}.out_hidden_size", int(width))
 
 
 def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, plan: Plan = PLANS[0]) -> Any:
@@ -984,6 +1021,7 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
         if "use_cache" in _declared(cls) or _has(base, "use_cache"):
             kwargs["use_cache"] = False
         _fill_gaps(kwargs, base, model_type)
+        _follow_text_width(kwargs, base)
         _apply_overrides(kwargs, base, overrides or {}, model_type)
         _follow_image_sizes(kwargs, base)  # the shrink's image sizes or the ones --set gives
         try:
@@ -1464,7 +1502,9 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
     for name in sorted(required - set(inputs)):
         if name.endswith("mask"):
             continue
-        if name.endswith("type_ids"):  # a type or segment index into a small table (token_type_ids'): the first
+        if (kinds := _modalities(name, cfg, ids)) is not None:
+            inputs[name] = kinds
+        elif name.endswith("type_ids"):  # a type or segment index into a small table (token_type_ids'): the first
             inputs[name] = torch.zeros_like(ids)
         elif "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
@@ -1479,6 +1519,18 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = torch.ones(batch, seq, dtype=torch.long)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
+
+
+def _modalities(name: str, cfg: Any, ids: torch.Tensor | None) -> torch.Tensor | None:
+    """``mm_token_type_ids``: each token's modality, as processors return it (text 0, image 1,
+    video 2), read from the image and video tokens in ``ids``; None for any other name."""
+    if name != "mm_token_type_ids" or ids is None:
+        return None
+    kinds = torch.zeros_like(ids)
+    for kind, keys in ((1, ("image_token_id", "image_token_index")), (2, ("video_token_id", "video_token_index"))):
+        if _is_int(token := _find(cfg, *keys)):
+            kinds[ids == token] = kind
+    return kinds
 
 
 def _image_sizes(name: str, inputs: Mapping[str, Any], batch: int) -> torch.Tensor | None:
@@ -1836,6 +1888,18 @@ def _real_run(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int
     return None
 
 
+def _real_run_repaired(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int, meta: nn.Module,
+                       why: str | None = None) -> tuple[str | None, tuple[Fix, ...]]:
+    """A real run (``why``: its failure, where it ran already), and where the failure asks for a
+    config repair (the rotary sections Qwen2-VL's text model splits its head by), the run of the
+    repaired config: its failure or None, and the repairs it needed."""
+    why = _real_run(tf, head, cfg, inputs, seed, meta) if why is None else why
+    fixes = _repair(cfg, why) if why is not None else ()
+    if fixes and _real_run(tf, head, _apply_fixes(cfg, fixes), inputs, seed, meta) is None:
+        return None, fixes
+    return why, ()
+
+
 def _model_line(err: BaseException) -> str:
     """The line of model code that raised (it names the argument a ``NoneType`` error is about)."""
     import traceback
@@ -1859,6 +1923,10 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", why))
     params = _forward_params(model) - set(inputs) - _NOT_ASKED
     asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
+    # where the message says which is missing, that one only ("Multimodal data was passed (via
+    # `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing": no video grid)
+    missing = [p for p in asked if re.search(rf"`?\b{p}\b`? (is|are) missing|missing `?\b{p}\b", why)]
+    asked = missing or asked
     if not asked and "'NoneType'" in why and "attention_mask" in params:
         asked = ["attention_mask"]  # an unnamed None where a tensor was due: the mask most code assumes
     return asked
@@ -1899,6 +1967,8 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             out[name] = torch.ones(batch, n, images.shape[1], dtype=torch.long)
         elif (shown := _image_sizes(name, inputs, batch)) is not None:
             out[name] = shown
+        elif (kinds := _modalities(name, cfg, ids)) is not None:
+            out[name] = kinds
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
@@ -2327,7 +2397,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     previous: set[str] | None = None
     hopeless: set[tuple[str, str]] = set()  # (head, layout) pairs that fail whatever the size
     refused_ids: set[tuple[str, str]] = set()  # (plan, head) whose input_ids the model refused by name
-    limited: _Choice | None = None
+    limited: _Choice | None = None  # the first candidate a real run passed where fake tensors could not decide
+    limited_inputs: frozenset[str] = frozenset()
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
     for plan in PLANS:
         failures: set[str] = set()
@@ -2371,8 +2442,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
                             choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes))
-                            _CHOICES[key] = choice
-                            return choice
+                            _CHOICES[key] = limited if limited and frozenset(inputs) < limited_inputs else choice
+                            return _CHOICES[key]
                     except Exception as err:
                         tried.append(f"{plan.name}/{head}/{layout} repaired: {_short(err, 160)}")
                 named: list[str] = []
@@ -2407,14 +2478,25 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                             shaped, current, real = (*shaped, o), remade, None
                             break
                     asked = _asked_for(model, current, real) if real is not None else []
+                    run_fixes: tuple[Fix, ...] = ()
                     if asked:  # the real run's error names an optional argument (UDOP's bbox)
                         remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed)}
-                        if _real_run(tf, head, cfg, remade, seed, model) is None:
+                        again, run_fixes = _real_run_repaired(tf, head, cfg, remade, seed, model)
+                        if again is None:
                             named, current, real = [*named, *asked], remade, None
+                    elif real is not None:
+                        real, run_fixes = _real_run_repaired(tf, head, cfg, current, seed, model, real)
                     if real is None:
-                        limited = _Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped)
+                        limited = _Choice(plan, task, head, layout, False, tried, (*built, *run_fixes), tuple(named),
+                                          shaped)
+                        limited_inputs = frozenset(current)
                     else:
                         why = f"{why}; on real values: {real}"
+                if why is None and limited and frozenset(current) < limited_inputs:
+                    # a layout that drops inputs a real run took (Kimi-K2.5's text without its
+                    # image): the layouts come most faithful first, so the earlier one is kept
+                    _CHOICES[key] = limited
+                    return limited
                 if why is None:
                     asked = _asked_in_training(model, current)
                     if asked:  # Molmo2 needs ``mm_token_type_ids`` in training only
