@@ -2399,6 +2399,12 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     refused_ids: set[tuple[str, str]] = set()  # (plan, head) whose input_ids the model refused by name
     limited: _Choice | None = None  # the first candidate a real run passed where fake tensors could not decide
     limited_inputs: frozenset[str] = frozenset()
+
+    def drops_limited(used: Mapping[str, Any]) -> bool:
+        """Whether inputs leave out some a real run took (Kimi-K2.5's text without its image):
+        the layouts come most faithful first, so the earlier candidate is kept."""
+        return limited is not None and frozenset(used) < limited_inputs
+
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
     for plan in PLANS:
         failures: set[str] = set()
@@ -2442,7 +2448,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
                             choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes))
-                            _CHOICES[key] = limited if limited and frozenset(inputs) < limited_inputs else choice
+                            _CHOICES[key] = limited if limited and drops_limited(inputs) else choice
                             return _CHOICES[key]
                     except Exception as err:
                         tried.append(f"{plan.name}/{head}/{layout} repaired: {_short(err, 160)}")
@@ -2492,9 +2498,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         limited_inputs = frozenset(current)
                     else:
                         why = f"{why}; on real values: {real}"
-                if why is None and limited and frozenset(current) < limited_inputs:
-                    # a layout that drops inputs a real run took (Kimi-K2.5's text without its
-                    # image): the layouts come most faithful first, so the earlier one is kept
+                if why is None and limited and drops_limited(current):
                     _CHOICES[key] = limited
                     return limited
                 if why is None:
