@@ -235,6 +235,31 @@ def test_a_split_by_counts_read_from_data_is_not_specialised() -> None:
     assert torch.equal(g.gm(*consts, padded, ids)[0], model(padded, ids))
 
 
+class _KeyedByTokenType(nn.Module):
+    """GLM-4V's rope index: runs of token types read into Python, each run's type a dict key
+    (``grid_iters[modality_type]``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, kinds: torch.Tensor) -> torch.Tensor:
+        scales = {0: 1.0, 1: 2.0}
+        return torch.stack([self.lin(x[i]) * scales[k] for i, k in enumerate(kinds.tolist())])
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_value_read_into_python_can_key_a_dict(dynamic: bool) -> None:
+    """torch 2.13 refuses to hash a size it cannot know ("unhashable type: non-nested SymInt"):
+    the rewriter's capture of GLM-4V failed there. A value used as a key is decided by the
+    example's value, as a branch on it is, and the graph holds that path."""
+    model, x, kinds = _KeyedByTokenType(), torch.randn(3, 4), torch.tensor([0, 1, 1])
+    g = trace(model, (x, kinds), dynamic=dynamic)
+    assert g.method == "export" and any("values decided it" in note for note in g.notes), g.notes
+    consts = [leaf.value for leaf in g.leaves.values() if leaf.kind != "input"]
+    assert torch.equal(g.gm(*consts, x, kinds)[0], model(x, kinds))
+
+
 def test_an_empty_result_is_inferred_whatever_its_strides() -> None:
     """Where real-value propagation finds an op's fake result unlike its real one, torch 2.13
     infers the fake result from the real one, and refused an empty result ("not dense in

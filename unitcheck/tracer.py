@@ -854,8 +854,15 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
             if lost:
                 out_proxy.node.meta[_LOST_BINDINGS] = lost
 
+    def hashed(self: torch.SymInt) -> int:
+        # a value read into Python used as a dict key (GLM-4V's ``grid_iters[modality_type]``,
+        # the type of each run of tokens): decided by the example's value, as a branch on it is
+        return hash_original(self) if self.node.is_nested_int() else hash(int(self))
+
     ShapeEnv._log_real_tensor_propagation = record  # type: ignore[method-assign]
     ShapeEnv.set_real_tensor_prop_unbacked_vals = bind  # type: ignore[method-assign]
+    hash_original = torch.SymInt.__hash__
+    torch.SymInt.__hash__ = hashed  # type: ignore[method-assign,assignment]
     fx.Graph.eliminate_dead_code = dce  # type: ignore[method-assign]
     bindings_original = proxy_tensor._set_unbacked_bindings
     proxy_tensor._set_unbacked_bindings = bindings
@@ -865,6 +872,7 @@ def _real_values(overrides: dict[str, int]) -> Iterator[_Specialisation]:
                 fx_config.patch(soft_pending_unbacked_not_found_error=True):  # type: ignore[attr-defined]
             yield spec
     finally:
+        torch.SymInt.__hash__ = hash_original  # type: ignore[method-assign]
         ShapeEnv._log_real_tensor_propagation = log_original  # type: ignore[method-assign]
         ShapeEnv.set_real_tensor_prop_unbacked_vals = bind_original  # type: ignore[method-assign]
         fx.Graph.eliminate_dead_code = dce_original  # type: ignore[method-assign]
@@ -1247,7 +1255,9 @@ def _describe_failure(err: BaseException) -> tuple[str, Location | None]:
 
 def _data_dependent(err: BaseException) -> bool:
     low = f"{type(err).__name__}: {err}".lower()
-    return "data-dependent" in low or "datadependent" in low or "guardondatadependent" in low
+    # a value read into Python and used as a dict key is a decision on it as much as a branch is
+    return "data-dependent" in low or "datadependent" in low or "guardondatadependent" in low \
+        or "unhashable type: non-nested symint" in low
 
 
 def _on_meta(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -982,3 +982,21 @@ class ThresholdOfAPeak(nn.Module):
 def test_a_compared_scalar_is_moved_by_the_witnesses_not_kept_as_a_threshold() -> None:
     res = oracle.verify(ThresholdOfAPeak(), torch.randn(4, 8) * 0.01)  # the draw alone never reaches 5
     assert res.ok and res.violations == res.confirmed == 2, [str(d) for d in res.disagreements]
+
+
+class GroupedExperts(nn.Module):
+    """transformers' MoE experts on CPU: one grouped product over the tokens sorted by expert."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(2, 8, 4))
+
+    def forward(self, x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        return F.grouped_mm(x, self.w, offs=offs).square().sum()
+
+
+def test_grouped_products_are_measured_in_float64() -> None:
+    """``_grouped_mm``'s CPU kernel has no float64: GLM-4V-MoE's oracle stopped at its first
+    expert ("Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double")."""
+    res = _verified(GroupedExperts(), (torch.randn(6, 8), torch.tensor([2, 6], dtype=torch.int32)))
+    assert any("w" in r.generator for r in res.fingerprint or [])

@@ -21,7 +21,7 @@ import torch.fx as fx
 
 from ..fxutil import RUN_VIEW_AS
 from ..record import record
-from ..runtime import copy_into
+from ..runtime import copy_into, grouped_mm
 from ..tracer import TracedGraph
 from ..units import Unit
 from ..values import Literal
@@ -117,6 +117,7 @@ _RUN_AS: dict[Any, Callable[..., Any]] = {
     _aten._native_batch_norm_legit_no_training.default: _eval_batch_norm,
     _aten.native_batch_norm.default: _native_batch_norm,
     _aten.batch_norm.default: _batch_norm,
+    _aten._grouped_mm.default: grouped_mm,  # the CPU kernel has no float64
 }
 
 
