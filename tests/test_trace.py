@@ -260,6 +260,60 @@ def test_a_value_read_into_python_can_key_a_dict(dynamic: bool) -> None:
     assert torch.equal(g.gm(*consts, x, kinds)[0], model(x, kinds))
 
 
+class _HooksOnFirstCall(nn.Module):
+    """transformers' output capturing: the first call registers a hook that records a layer's
+    output and marks the model hooked; later calls read what the hook recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1, self.lin2 = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not getattr(self, "hooked", False):
+            self.lin1.register_forward_hook(lambda m, a, out: self.seen.append(out))
+            self.hooked = True
+        self.seen.clear()
+        out = self.lin2(self.lin1(x))
+        return out * len(self.seen)  # one record a call; two with the hook registered twice
+
+
+def test_a_capture_that_registered_hooks_leaves_them_with_their_mark() -> None:
+    """The capture put back the mark that says the hooks are in place but left the hooks: the
+    next call registered a second set (LLaVA-NeXT's vision tower then gave its hidden states
+    twice over, and the rewriter's capture failed)."""
+    torch.manual_seed(0)
+    model, x = _HooksOnFirstCall(), torch.randn(2, 4)
+    expected = model.lin2(model.lin1(x))
+    trace(model, x)
+    assert torch.equal(model(x), expected)
+    assert sum(len(m._forward_hooks) for m in model.modules()) == 1
+
+
+class _TiledBySize(nn.Module):
+    """LLaVA-NeXT's tiling: the image size read into Python, the scale the smaller of two ratios."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
+        h, w = size.tolist()
+        scale = min(8 / h, 16 / w)
+        return self.lin(x[: int(h * scale)])
+
+
+def test_a_guard_on_a_true_division_of_values_read_is_asserted() -> None:
+    """torch 2.13 builds the runtime assertion of such a guard as sympy's ``IntTrueDiv`` of graph
+    nodes, whose constructor branches on its divisor: every capture with real values failed
+    ("symbolically traced variables cannot be used as inputs to control flow")."""
+    model, x, size = _TiledBySize(), torch.randn(8, 4), torch.tensor([4, 4])
+    g = trace(model, (x, size), dynamic=True)
+    assert g.method == "export"
+    consts = [leaf.value for leaf in g.leaves.values() if leaf.kind != "input"]
+    assert torch.equal(g.gm(*consts, x, size)[0], model(x, size))
+
+
 def test_an_empty_result_is_inferred_whatever_its_strides() -> None:
     """Where real-value propagation finds an op's fake result unlike its real one, torch 2.13
     infers the fake result from the real one, and refused an empty result ("not dense in

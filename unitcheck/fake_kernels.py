@@ -26,11 +26,15 @@ def _swapped(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterat
     if original is None:
         yield
         return
+    own = name in getattr(owner, "__dict__", {})  # else inherited: deleting the replacement restores it
     setattr(owner, name, replacement(original))
     try:
         yield
     finally:
-        setattr(owner, name, original)
+        if own:
+            setattr(owner, name, original)
+        else:
+            delattr(owner, name)
 
 
 def _bool_signbit() -> contextlib.AbstractContextManager[None]:
@@ -130,8 +134,20 @@ def _offsets_compared_without_guards() -> contextlib.AbstractContextManager[None
     return _swapped(fake_utils, "_check_fake_real_tensors", compare)
 
 
+def _true_division_in_asserts() -> contextlib.AbstractContextManager[None]:
+    """torch 2.13 writes a runtime assertion that holds an integer true division (a guard that
+    real values decided on ``min(width / original_width, ...)``, LLaVA-NeXT's tiling) as sympy's
+    ``IntTrueDiv`` of graph nodes, whose constructor tests the divisor for zero and so fails on
+    a node ("symbolically traced variables cannot be used as inputs to control flow"). The graph
+    gets Python's division of the two, which is what the expression means."""
+    from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+    return _swapped(PythonReferenceAnalysis, "int_truediv", lambda _: staticmethod(lambda a, b: a / b))
+
+
 @contextlib.contextmanager
 def corrected() -> Iterator[None]:
     """Every correction, for the duration of one capture."""
-    with _bool_signbit(), _float_grouped_mm(), _empty_outputs_any_layout(), _offsets_compared_without_guards():
+    with _bool_signbit(), _float_grouped_mm(), _empty_outputs_any_layout(), _offsets_compared_without_guards(), \
+            _true_division_in_asserts():
         yield

@@ -399,6 +399,7 @@ def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[s
     ``layers_are_rescaled``: the graph holds the rescaling, which the model itself does once."""
     modules = dict(model.named_modules(remove_duplicate=False))
     before = _scalar_state(modules)
+    hooks = {id(m): {d: set(getattr(m, d)) for d in _HOOK_DICTS} for m in modules.values()}
 
     def changed() -> dict[tuple[str, str], Any]:
         return {key: v for key, v in _scalar_state(modules).items() if key not in before or before[key] != v}
@@ -416,7 +417,20 @@ def _python_state_kept(model: nn.Module, changes: list[str], after: dict[tuple[s
         yield
     finally:
         handle.remove()  # and put back what a capture left changed
-        set_attributes(modules, {key: before.get(key, UNSET) for key in changed()})
+        left = changed()
+        if any(set(getattr(m, d)) - keys for m in modules.values() for d, keys in hooks[id(m)].items()):
+            # but for a setup that registered hooks: transformers marks a model hooked once it
+            # installed the hooks that record hidden states, and with the mark taken away but not
+            # the hooks, the next call installed a second set (LLaVA-NeXT's vision tower then
+            # returned its hidden states twice over); the hooks and the attributes the setup
+            # made stay together
+            left = {key: v for key, v in left.items() if key in before}
+        set_attributes(modules, {key: before.get(key, UNSET) for key in left})
+
+
+# the hook tables of an nn.Module, keyed by handle id
+_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
+               "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks")
 
 
 HOST_GENERATORS = {"numpy": "numpy's", "random": "Python's"}  # host_draws entries, as messages name them
