@@ -1439,3 +1439,44 @@ def test_an_image_layout_gets_token_types_and_the_rotary_repair_its_real_run_ask
     image = inputs["input_ids"] == model.config.image_token_id
     assert image.any() and torch.equal(inputs["mm_token_type_ids"], image.long())
     assert "mrope_section" in info[0].plan
+
+
+@needs_hf
+def test_image_tiles_follow_the_shrunk_tile_size() -> None:
+    """LLaVA-NeXT lists its tilings in pixels of 336x336 tiles; with the tower shrunk to 64x64
+    tiles and the list left alone, every image needed more tiles than any example held."""
+    from unitcheck.hf import make_config
+
+    for model_type in ("llava_next", "llava_onevision"):
+        cfg = make_config(model_type)
+        tile = cfg.vision_config.image_size
+        assert tile < 336 and all(x % tile == 0 and x >= tile for pair in cfg.image_grid_pinpoints for x in pair)
+
+
+@needs_hf
+def test_a_tiled_image_model_gets_its_tiles_sizes_and_image_tokens() -> None:
+    """LLaVA-NeXT names ``image_sizes`` two lines below the line that raised, wants as many tiles
+    per example as its tiling of the image size gives (a split's message says how many), and
+    counts its image features only in a forward: it was built and traced on text alone."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("llava_next", device="cpu", info=info)
+    assert "image tokens" in info[0].layout, info[0].layout
+    assert inputs["pixel_values"].dim() == 5 and inputs["image_sizes"].shape == (inputs["pixel_values"].shape[0], 2)
+    assert (inputs["input_ids"] == model.config.image_token_id).sum() > 0
+    with torch.no_grad():
+        model(**inputs)  # the model's own check that tokens and features match
+
+
+@needs_hf
+def test_a_run_too_large_to_make_does_not_outrank_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real run skipped for size passed as if it had run: its layout won over one the probe
+    passed (MUSE Glimmer's image in patch rows its tower refuses)."""
+    from unitcheck import hf
+
+    monkeypatch.setattr(hf, "_CHOICES", {})
+    monkeypatch.setattr(hf, "_REAL_RUN_PARAMETERS", 0)
+    info: list[hf.Built] = []
+    hf.build("hyperclovax_vision_v2", device="meta", info=info)
+    assert info[0].probed, info[0].layout

@@ -676,6 +676,19 @@ def _follow_image_sizes(kwargs: dict[str, Any], base: Any) -> None:
             if isinstance(value, (list, tuple)) and value and all(_int_list(v) for v in value):
                 kw[key] = [[max(1, round(x * ratio)) for x in v] for v in value]
                 follows.update({x: y for v, w in zip(value, kw[key]) for x, y in zip(v, w)})
+    shrunk = {id(kw): (old, side(kw["image_size"]) or old) for kw, _, old in sized}
+    for kw, cfg in configs:
+        # the image resolutions a config lists in whole images of its tower (LLaVA-NeXT's
+        # ``image_grid_pinpoints``, [[336, 672], ...] for 336x336 tiles) in the shrunk tiles
+        own = [shrunk[i] for i in (id(kw), *(id(kw[n]) for n in _subconfigs(cfg) if isinstance(kw.get(n), dict)))
+               if i in shrunk]
+        for key, value in _declared_values(cfg).items():
+            if not own or kw.get(key) not in (None, value) or not isinstance(value, (list, tuple)) or not value \
+                    or not all(_int_list(v) and len(v) == 2 for v in value):
+                continue
+            tile, new_tile = own[0]
+            if tile != new_tile and all(x >= tile and x % tile == 0 for v in value for x in v):
+                kw[key] = [[x // tile * new_tile for x in v] for v in value]
     for kw, cfg, old in sized:
         # a patch grid as large as a listed feature map stays as large as it (SAM 2's prompt
         # encoder embeds its prompts on the 64x64 grid of the backbone's last map: its
@@ -1688,13 +1701,47 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
         count = _count_from_check(model, ids, media, int(token))
     if count is None:
         return None
+    with_tokens = _ids_with_tokens(ids, int(token), count)
+    return None if with_tokens is None else {"input_ids": with_tokens, **media}
+
+
+def _ids_with_tokens(ids: torch.Tensor, token: int, count: int) -> torch.Tensor | None:
+    """Half the text with ``count`` media tokens in all after its first token, as many in each
+    example, adjacent as a processor expands them; None where the count does not split evenly."""
     batch, seq = ids.shape
     per_item = count // batch
     if per_item <= 0 or per_item > 4096 or per_item * batch != count:
         return None
     text = ids[:, : max(2, seq // 2)]
-    tokens = torch.full((batch, per_item), int(token), dtype=ids.dtype)
-    return {"input_ids": torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1), **media}
+    tokens = torch.full((batch, per_item), token, dtype=ids.dtype)
+    return torch.cat([text[:, :1], tokens, text[:, 1:]], dim=1)
+
+
+def _tokens_said(why: str, cfg: Any, inputs: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(media kind, tokens in all) where a run failed on transformers' check that the text holds
+    one token per media feature ("Image features and image tokens do not match, tokens: 0,
+    features: 272": LLaVA-NeXT, whose tiles only a forward counts), and the text can hold them."""
+    found = _FEATURES_SAID.search(why)
+    ids = inputs.get("input_ids")
+    if found is None or not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        return None
+    kind = found.group("kind").lower()
+    token = _find(cfg, f"{kind}_token_id", f"{kind}_token_index")
+    count = int(found.group("count"))
+    if not _is_int(token) or _ids_with_tokens(ids, int(token), count) is None:
+        return None
+    return kind, count
+
+
+def _with_tokens(inputs: Mapping[str, Any], cfg: Any, said: tuple[str, int]) -> dict[str, Any]:
+    """``inputs`` whose text holds the media tokens :func:`_tokens_said` found missing."""
+    kind, count = said
+    token = int(_find(cfg, f"{kind}_token_id", f"{kind}_token_index"))
+    ids, labels = inputs["input_ids"], inputs.get("labels")
+    out = {**inputs, "input_ids": _ids_with_tokens(ids, token, count)}
+    if isinstance(labels, torch.Tensor) and torch.equal(labels, ids):  # a language model's labels: its text
+        out["labels"] = out["input_ids"].clone()
+    return out
 
 
 def _zeroed_cpu_copy(model: nn.Module) -> nn.Module:
@@ -1706,7 +1753,8 @@ def _zeroed_cpu_copy(model: nn.Module) -> nn.Module:
     return real
 
 
-_FEATURES_SAID = re.compile(r"features and \w+ tokens do not match, tokens: \d+, features: (\d+)")
+_FEATURES_SAID = re.compile(r"(?P<kind>\w+) features and \w+ tokens do not match, tokens: \d+, "
+                            r"features: (?P<count>\d+)")
 
 
 def _count_from_check(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], token: int) -> int | None:
@@ -1716,7 +1764,7 @@ def _count_from_check(model: nn.Module, ids: torch.Tensor, media: dict[str, Any]
     transformers' "... features and ... tokens do not match, tokens: 2, features: N". Run on a
     zeroed CPU copy of a model on meta (small models only)."""
     if next((p.is_meta for p in model.parameters()), True):
-        if sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:
+        if not _runs_on_cpu(model):
             return None
         model = _zeroed_cpu_copy(model)
     try:
@@ -1725,7 +1773,7 @@ def _count_from_check(model: nn.Module, ids: torch.Tensor, media: dict[str, Any]
             model(input_ids=torch.cat([ids[:, :1], pair, ids[:, 1:]], dim=1), **media)
     except Exception as err:
         found = _FEATURES_SAID.search(str(err))
-        return int(found.group(1)) if found else None
+        return int(found.group("count")) if found else None
     return None
 
 
@@ -1745,7 +1793,7 @@ def _count_features(model: nn.Module, get: Any, media: dict[str, Any], kind: str
         except Exception as err:
             if "data-dependent" not in str(err):
                 raise
-            if sum(p.numel() for p in model.parameters()) > _REAL_RUN_PARAMETERS:  # a larger plan may not be
+            if not _runs_on_cpu(model):  # a larger plan may not be
                 raise HFError("the feature count needs values, and the model is too large to run a copy") from None
         get = _feature_getter(_zeroed_cpu_copy(model), kind)
     with torch.no_grad():
@@ -1872,10 +1920,15 @@ def _asked_in_training(model: nn.Module, inputs: Mapping[str, Any]) -> list[str]
 _REAL_RUN_PARAMETERS = 20_000_000  # larger candidates are left to the tracer's own real run
 
 
+def _runs_on_cpu(meta: nn.Module) -> bool:
+    """Whether :func:`_real_run` makes the model (else it leaves the check to the tracer)."""
+    return sum(p.numel() for p in meta.parameters()) <= _REAL_RUN_PARAMETERS
+
+
 def _real_run(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int, meta: nn.Module) -> str | None:
     """None when the model, built on the CPU, runs ``inputs`` (or is too large to try), else why
     not: the check for candidates whose fake-tensor probe stopped at a branch on values."""
-    if sum(p.numel() for p in meta.parameters()) > _REAL_RUN_PARAMETERS:
+    if not _runs_on_cpu(meta):
         return None
     try:
         torch.manual_seed(seed)
@@ -1901,12 +1954,19 @@ def _real_run_repaired(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], 
 
 
 def _model_line(err: BaseException) -> str:
-    """The line of model code that raised (it names the argument a ``NoneType`` error is about)."""
+    """The statement of model code that raised (it names the argument a ``NoneType`` error is
+    about), all its lines: LLaVA-NeXT's ``image_num_patches = [`` names ``image_sizes`` two
+    lines down."""
+    import linecache
     import traceback
 
     for fr in reversed(traceback.extract_tb(err.__traceback__)):
         if "/transformers/" in fr.filename and "/utils/" not in fr.filename:
-            return (fr.line or "").strip()[:160]
+            first = fr.lineno or 0
+            last = min(fr.end_lineno or first, first + 8)
+            lines = [linecache.getline(fr.filename, n).strip() for n in range(first, last + 1)]
+            text = " ".join(x for x in lines if x) or (fr.line or "").strip()
+            return text[:320]
     return ""
 
 
@@ -2059,6 +2119,7 @@ class _Choice:
     fixes: tuple[Fix, ...] = ()
     named: tuple[str, ...] = ()  # optional inputs the model's own error asked for
     shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs remade at the shape the first layer asked for
+    tokens: tuple[str, int] | None = None  # (media kind, count): tokens a real run's check asked the text to hold
 
 
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
@@ -2076,6 +2137,7 @@ _MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
+_SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+) .*but got split_sizes=\[([\d, ]+)\]")
 _LATENT_FRAMES = 16
 
 
@@ -2143,6 +2205,15 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     if m:
         want, shape = int(m.group(1)), tuple(int(x) for x in m.group(2).split(","))
         out.extend((name, (*shape[:-1], want)) for name, v in floats.items() if tuple(v.shape) == shape)
+    m = _SPLIT_SUM.search(why)
+    if m:
+        # each example's tiles as many as the model counts for its image (LLaVA-NeXT splits the
+        # features of (batch, tiles, c, h, w) by the tiles its image size needs; a processor pads
+        # every example to the largest count)
+        have, sizes = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
+        for name, v in floats.items():
+            if v.dim() == 5 and v.shape[0] == len(sizes) and v.shape[0] * v.shape[1] == have and len(set(sizes)) == 1:
+                out.append((name, (v.shape[0], sizes[0], *v.shape[2:])))
     m = _REDUCTION.search(why) or _MAT1_MAT2.search(why)  # the fake-tensor and the real-run wording
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -2406,6 +2477,18 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         return limited is not None and frozenset(used) < limited_inputs
 
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
+
+    def real_run(inputs: dict[str, Any]) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
+        """A real run of the candidate, and where it failed for want of media tokens in the text,
+        of the text holding them: its failure, the inputs it ran, the tokens it added."""
+        real = _real_run(tf, head, cfg, inputs, seed, model)
+        said = _tokens_said(real or "", cfg, inputs)
+        if said is not None:
+            remade = _with_tokens(inputs, cfg, said)
+            remade.update(_named_inputs(named, cfg, remade, batch, seq, seed))  # masks as long as the text
+            if _real_run(tf, head, cfg, remade, seed, model) is None:
+                return None, remade, said
+        return real, inputs, None
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -2477,11 +2560,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     if stopped is None:
                         stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped),
                                    frozenset(inputs))
-                    real = _real_run(tf, head, cfg, current, seed, model)
+                    real, current, tokens = real_run(current)
                     for o in _reshaped(real or "", current):  # the real run's error shows an input's shape
-                        remade = _with_shapes(current, (o,), seed)
-                        if _real_run(tf, head, cfg, remade, seed, model) is None:
-                            shaped, current, real = (*shaped, o), remade, None
+                        again, remade, said = real_run(_with_shapes(current, (o,), seed))
+                        if again is None:
+                            shaped, current, real, tokens = (*shaped, o), remade, None, said
                             break
                     asked = _asked_for(model, current, real) if real is not None else []
                     run_fixes: tuple[Fix, ...] = ()
@@ -2494,8 +2577,9 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         real, run_fixes = _real_run_repaired(tf, head, cfg, current, seed, model, real)
                     if real is None:
                         limited = _Choice(plan, task, head, layout, False, tried, (*built, *run_fixes), tuple(named),
-                                          shaped)
-                        limited_inputs = frozenset(current)
+                                          shaped, tokens)
+                        # a run too large to make proves nothing: it does not outrank what the probe passes
+                        limited_inputs = frozenset(current) if _runs_on_cpu(model) else frozenset()
                     else:
                         why = f"{why}; on real values: {real}"
                 if why is None and limited and drops_limited(current):
@@ -2600,6 +2684,10 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
     for i, (name, shape) in enumerate(choice.shaped):
         inputs = _with_shapes(inputs, choice.shaped[i:i + 1], seed)
         layout += f" ({name} as {list(shape)})"
+    if choice.tokens:
+        inputs = _with_tokens(inputs, cfg, choice.tokens)
+        inputs.update(_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed))
+        layout += f" ({choice.tokens[1]} {choice.tokens[0]} tokens)"
     if info is not None:
         repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})
         name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")
