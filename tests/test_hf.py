@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -1480,3 +1481,33 @@ def test_a_run_too_large_to_make_does_not_outrank_the_probe(monkeypatch: pytest.
     info: list[hf.Built] = []
     hf.build("hyperclovax_vision_v2", device="meta", info=info)
     assert info[0].probed, info[0].layout
+
+
+@needs_hf
+def test_image_tokens_per_image_pool_the_shrunk_patch_grid() -> None:
+    """Gemma 3 pools its tower's patch grid to ``mm_tokens_per_image`` tokens, a square whose side
+    must divide the grid's: its default (224-pixel tower, 14x14 patches, 256 tokens) and any
+    shrink of it pooled with a window of 0 ("stride should not be zero"), so it built on text."""
+    from unitcheck.hf import Built, build, make_config
+
+    cfg = make_config("gemma3")
+    side, grid = math.isqrt(cfg.mm_tokens_per_image), cfg.vision_config.image_size // cfg.vision_config.patch_size
+    assert side * side == cfg.mm_tokens_per_image and grid % side == 0
+    info: list[Built] = []
+    model, inputs = build("gemma3", device="cpu", info=info)
+    assert "image tokens" in info[0].layout and "pixel_values" in inputs
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
+def test_an_optional_patch_layout_comes_before_the_text_alone_with_its_image_tokens() -> None:
+    """LFM2-VL takes patch rows with their ``spatial_shapes``: that layout came after the text
+    alone, which always passed first, and held no image tokens, which the model checks."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build("lfm2_vl", device="cpu", info=info)
+    assert "spatial_shapes" in inputs and (inputs["input_ids"] == model.config.image_token_id).sum() > 0
+    with torch.no_grad():
+        model(**inputs)

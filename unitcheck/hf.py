@@ -28,6 +28,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import math
 import os
 import re
 import time
@@ -677,12 +678,24 @@ def _follow_image_sizes(kwargs: dict[str, Any], base: Any) -> None:
                 kw[key] = [[max(1, round(x * ratio)) for x in v] for v in value]
                 follows.update({x: y for v, w in zip(value, kw[key]) for x, y in zip(v, w)})
     shrunk = {id(kw): (old, side(kw["image_size"]) or old) for kw, _, old in sized}
+    grids = {id(kw): (int(grid(_get(cfg, "patch_size"), old)),
+                      int(grid(kw.get("patch_size") or _get(cfg, "patch_size"), side(kw["image_size"]) or old)))
+             for kw, cfg, old in sized if side(_get(cfg, "patch_size"))}
     for kw, cfg in configs:
         # the image resolutions a config lists in whole images of its tower (LLaVA-NeXT's
         # ``image_grid_pinpoints``, [[336, 672], ...] for 336x336 tiles) in the shrunk tiles
-        own = [shrunk[i] for i in (id(kw), *(id(kw[n]) for n in _subconfigs(cfg) if isinstance(kw.get(n), dict)))
-               if i in shrunk]
+        towers = (id(kw), *(id(kw[n]) for n in _subconfigs(cfg) if isinstance(kw.get(n), dict)))
+        own = [shrunk[i] for i in towers if i in shrunk]
+        patch_grid = next((grids[i] for i in towers if i in grids), None)
         for key, value in _declared_values(cfg).items():
+            if key.endswith("tokens_per_image") and patch_grid and _is_int(value) and kw.get(key) in (None, value):
+                # tokens an image is pooled to, a square grid that divides the tower's patch grid
+                # (Gemma 3 pools 64x64 patches to 16x16 tokens; its default 224-pixel tower has
+                # 14x14 patches for its 256 tokens, and pooled them with a window of 0)
+                t, (g0, g1) = math.isqrt(value), patch_grid
+                if t * t == value and (t > g1 or g1 % t):
+                    kw[key] = max(1, g1 // max(1, round(g0 / t))) ** 2
+                continue
             if not own or kw.get(key) not in (None, value) or not isinstance(value, (list, tuple)) or not value \
                     or not all(_int_list(v) and len(v) == 2 for v in value):
                 continue
@@ -1342,9 +1355,14 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
                                                           "pixel_position_ids": grid.expand(batch, -1, -1).clone()}))
     if "spatial_shapes" in required:
         layouts.insert(0, ("patches+spatial_shapes", _patches_with_shapes(cfg, batch, g)))
-    elif "spatial_shapes" in params and "pixel_values" in params:  # optional: after the plain image
+    elif "spatial_shapes" in params and "pixel_values" in params:
+        # optional: after the plain image, before the text alone (LFM2-VL takes its image so)
         rows = _patches_with_shapes(cfg, batch, g)
-        layouts.append(("patches+spatial_shapes", {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
+        text_alone = next((i for i, (name, _) in enumerate(layouts) if name == "input_ids"), len(layouts))
+        with_tokens = _image_text(model, ids, rows, _find(cfg, "image_token_id", "image_token_index")) \
+            if "input_ids" in params else None
+        layouts.insert(text_alone, ("patches+spatial_shapes",
+                                    with_tokens or {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
     if not layouts:
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
