@@ -1511,3 +1511,19 @@ def test_an_optional_patch_layout_comes_before_the_text_alone_with_its_image_tok
     assert "spatial_shapes" in inputs and (inputs["input_ids"] == model.config.image_token_id).sum() > 0
     with torch.no_grad():
         model(**inputs)
+
+
+@needs_hf
+@pytest.mark.parametrize(("model_type", "why"), [
+    ("mistral3", "its check counts the image's features as numbers, not vectors (tokens: 2048, features: 2048)"),
+    ("paddleocr_vl", "its tower unpacks (batch, patches, c, h, w) from patch rows given a batch axis"),
+])
+def test_an_image_model_that_refused_every_image_layout_takes_its_image(model_type: str, why: str) -> None:
+    """Each built on its text alone, because ``why``."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build(model_type, device="cpu", info=info)
+    assert "pixel_values" in inputs and (inputs["input_ids"] == model.config.image_token_id).sum() > 0, why
+    with torch.no_grad():
+        model(**inputs)

@@ -1751,6 +1751,14 @@ def _tokens_said(why: str, cfg: Any, inputs: Mapping[str, Any]) -> tuple[str, in
     return kind, count
 
 
+def _embedding_width(model: nn.Module) -> int:
+    """The width of the model's token embeddings (0 where it has none it says)."""
+    try:
+        return int(getattr(model.get_input_embeddings(), "embedding_dim", 0))  # type: ignore[operator]
+    except Exception:  # noqa: BLE001 (a model without the method, or one that raises NotImplementedError)
+        return 0
+
+
 def _with_tokens(inputs: Mapping[str, Any], cfg: Any, said: tuple[str, int]) -> dict[str, Any]:
     """``inputs`` whose text holds the media tokens :func:`_tokens_said` found missing."""
     kind, count = said
@@ -2151,6 +2159,7 @@ _TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater 
                         r"[Ii]mage size \S+ is too small")
 _NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
                          r"torch.Size\(\[([\d, ]+)\]\)")
+_UNPACK = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)")
 _MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
@@ -2203,11 +2212,13 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
         out.extend((name, want) for want in wants for name, v in inputs.items()
                    if isinstance(v, torch.Tensor) and tuple(v.shape) == shape and want != shape)
     m = _CONV_RANK.search(why)
-    if m:
+    unpacked = _UNPACK.search(why)
+    if m or (unpacked and int(unpacked.group(1)) - int(unpacked.group(2)) == 2):
         # patch rows (n, c * p * p) where a conv patch embedding wants patch images (n, c, p, p)
-        rows, feats = int(m.group(1)), int(m.group(2))
+        # (PaddleOCR-VL's tower unpacks (batch, patches, c, h, w) from them with a batch axis added)
         for name, v in floats.items():
-            if tuple(v.shape) == (rows, feats):
+            if v.dim() == 2 and (m is None or tuple(v.shape) == (int(m.group(1)), int(m.group(2)))):
+                rows, feats = (int(x) for x in v.shape)
                 for c in (3, 1):
                     p = round((feats / c) ** 0.5)
                     if c * p * p == feats:
@@ -2501,11 +2512,18 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         of the text holding them: its failure, the inputs it ran, the tokens it added."""
         real = _real_run(tf, head, cfg, inputs, seed, model)
         said = _tokens_said(real or "", cfg, inputs)
-        if said is not None:
+        for _ in range(2):
+            if said is None:
+                break
             remade = _with_tokens(inputs, cfg, said)
             remade.update(_named_inputs(named, cfg, remade, batch, seq, seed))  # masks as long as the text
-            if _real_run(tf, head, cfg, remade, seed, model) is None:
+            again = _real_run(tf, head, cfg, remade, seed, model)
+            if again is None:
                 return None, remade, said
+            # the same count again: the message counted numbers, not feature vectors (Mistral 3's
+            # "tokens: 2048, features: 2048" for 64 vectors as wide as its text embeddings)
+            width = _embedding_width(model) if _tokens_said(again, cfg, inputs) == said else 0
+            said = (said[0], said[1] // width) if width and said[1] % width == 0 else None
         return real, inputs, None
     for plan in PLANS:
         failures: set[str] = set()
