@@ -314,6 +314,33 @@ def test_a_guard_on_a_true_division_of_values_read_is_asserted() -> None:
     assert torch.equal(g.gm(*consts, x, size)[0], model(x, size))
 
 
+def test_a_slice_to_a_size_read_from_an_integer_input_is_metadata() -> None:
+    """A slice whose end may pass the data's size binds a size of its own (Pixtral cuts each
+    image's patch grid to its integer ``image_sizes``). The size is its bounds', not the float
+    data's it cuts: taken for a value computed from that data, the capture refused Mistral 3's
+    image."""
+    import sympy
+    from torch import fx
+
+    from unitcheck.tracer import _Specialisation
+
+    g = fx.Graph()
+    x, sizes = g.placeholder("x"), g.placeholder("sizes")
+    x.meta["val"], sizes.meta["val"] = torch.empty(6, 8), torch.empty(2, dtype=torch.long)
+    end = g.call_function(torch.ops.aten.item.default, (sizes,))
+    cut = g.call_function(torch.ops.aten.slice.Tensor, (x, 0, None, end))
+    scaled = g.call_function(torch.ops.aten.sum.default, (cut,))
+    total = g.call_function(torch.ops.aten.item.default, (scaled,))
+    u0, u1, u2 = sympy.symbols("u0 u1 u2", integer=True)
+    end.meta["unbacked_bindings"], cut.meta["unbacked_bindings"] = {u0: ()}, {u1: ()}
+    total.meta["unbacked_bindings"] = {u2: ()}
+    g.output(total)
+    spec = _Specialisation()
+    spec.scan(g)
+    assert not spec.origin[u0][0] and not spec.origin[u1][0]  # read from the integer input
+    assert spec.origin[u2][0]  # a sum of the float data is data
+
+
 def test_an_empty_result_is_inferred_whatever_its_strides() -> None:
     """Where real-value propagation finds an op's fake result unlike its real one, torch 2.13
     infers the fake result from the real one, and refused an empty result ("not dense in

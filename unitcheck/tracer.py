@@ -731,6 +731,10 @@ _SHAPE_OF_SECOND = frozenset({"expand_as", "view_as", "reshape_as"})
 # ops whose symbolic sizes (the count of a mask) are read from their index or mask argument
 # (args[1]), not from the values
 _SIZED_BY_INDEX = frozenset({"index", "masked_select", "masked_scatter", "_unsafe_index"})
+# ops whose result's size is their bounds' (a slice to an end read from an integer input binds a
+# size of its own where the end may pass the data's: Pixtral cuts each image's patch grid to its
+# ``image_sizes``), whatever the data they cut
+_SIZED_BY_BOUNDS = frozenset({"slice", "narrow"})
 
 
 def _index_nodes(n: fx.Node) -> list[fx.Node]:
@@ -789,8 +793,12 @@ class _Specialisation:
                                                 if a not in shape_of))
             self.placeholders = position
             # the sizes it binds: a masked selection's count is the mask's, its values are the values'
-            sized = drawn[n] or any(tainted.get(a, False) for a in _index_nodes(n)) if name in _SIZED_BY_INDEX \
-                else tainted[n]
+            if name in _SIZED_BY_INDEX:
+                sized = drawn[n] or any(tainted.get(a, False) for a in _index_nodes(n))
+            elif name in _SIZED_BY_BOUNDS:
+                sized = any(tainted.get(a, False) for a in pytree.tree_leaves(n.args[2:]) if isinstance(a, fx.Node))
+            else:
+                sized = tainted[n]
             for sym in [*(n.meta.get("unbacked_bindings") or {}), *n.meta.get(_LOST_BINDINGS, ())]:
                 self.origin.setdefault(sym, (sized, str(n.meta.get("stack_trace") or "")))
                 self.reads.setdefault(sym, reads[n])
