@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from unitcheck import oracle
 from unitcheck.infer import infer_units
@@ -1255,6 +1256,53 @@ def test_a_wrappers_main_input_holds_what_its_encoder_takes() -> None:
     assert info[0].probed and info[0].layout == "input_values"
     assert model.encoder.main_input_name == "input_values" and inputs["inputs"].dim() == 2
     assert "input_values" not in inputs
+
+
+def test_the_statement_of_a_branch_that_raised_is_its_test(tmp_path: Any) -> None:
+    """wav2vec2's layer drop branches on a random draw in training, and Python places the error of
+    deciding an ``if`` on the whole statement: its block's ``layer(h, attention_mask=...)`` read
+    as asking for a mask gave the speech encoder-decoder a mask as long as text for its waveform.
+    The statement is the test; an assignment keeps all its lines."""
+    import importlib.util
+
+    from unitcheck.hf import _asked_for, _model_line
+
+    code = tmp_path / "transformers" / "layers.py"
+    code.parent.mkdir()
+    code.write_text(
+        "def encode(layers, hidden, drop, attention_mask=None):\n"
+        "    for layer in layers:\n"
+        "        if not drop or False:\n"
+        "            hidden = layer(hidden, attention_mask=attention_mask)\n"
+        "    return hidden\n\n\n"
+        "def pool(image_sizes=None):\n"
+        "    patches = [\n"
+        "        size * 2\n"
+        "        for size in image_sizes\n"
+        "    ]\n"
+        "    return patches\n")
+    spec = importlib.util.spec_from_file_location("unitcheck_test_layers", code)
+    assert spec is not None and spec.loader is not None
+    layers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layers)
+
+    class Undecided:  # a symbolic bool: torch raises deciding it, outside the model's code
+        def __bool__(self) -> bool:
+            raise RuntimeError("Could not guard on data-dependent expression")
+
+    with pytest.raises(RuntimeError) as branch:
+        layers.encode([lambda h, attention_mask: h], 0, Undecided())
+    assert _model_line(branch.value) == "if not drop or False:"
+    with pytest.raises(TypeError) as none:
+        layers.pool()
+    assert _model_line(none.value) == "patches = [ size * 2 for size in image_sizes ]"
+
+    class Encoder(nn.Module):
+        def forward(self, input_values: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+            return input_values
+
+    why = f"GuardOnDataDependentSymNode: guard [at: {_model_line(branch.value)}]"
+    assert _asked_for(Encoder(), {"input_values": torch.zeros(2, 3200)}, why) == []
 
 
 def test_a_sub_config_field_its_parent_requires_equal_takes_the_parents_value() -> None:

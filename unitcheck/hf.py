@@ -1982,7 +1982,8 @@ def _real_run_repaired(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], 
 def _model_line(err: BaseException) -> str:
     """The statement of model code that raised (it names the argument a ``NoneType`` error is
     about), all its lines: LLaVA-NeXT's ``image_num_patches = [`` names ``image_sizes`` two
-    lines down."""
+    lines down. Of an ``if`` that raised deciding its test, the test: the block it guards names
+    arguments the test never read (wav2vec2's layer drop, ``layer(h, attention_mask=...)``)."""
     import linecache
     import traceback
 
@@ -1990,7 +1991,11 @@ def _model_line(err: BaseException) -> str:
         if "/transformers/" in fr.filename and "/utils/" not in fr.filename:
             first = fr.lineno or 0
             last = min(fr.end_lineno or first, first + 8)
-            lines = [linecache.getline(fr.filename, n).strip() for n in range(first, last + 1)]
+            lines: list[str] = []
+            for n in range(first, last + 1):
+                lines.append(linecache.getline(fr.filename, n).strip())
+                if lines[-1].endswith(":"):  # a branch raises on its whole block: its header only
+                    break
             text = " ".join(x for x in lines if x) or (fr.line or "").strip()
             return text[:320]
     return ""
