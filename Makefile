@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
+# one worker per core (at most 4): the suite takes half the time on CI's two cores
 test: $(STAMP)
-	$(PY) -m pytest -q -x --timeout=900 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -x -n auto --maxprocesses 4 --timeout=900 $(PYTEST_ARGS)
 
 # `make results` runs every experiment at full size (many hours on 2 cores, resumable) and writes
 # docs/results.md; `make results REDUCED=1` runs the same protocol at reduced sizes (what this CPU

@@ -17,7 +17,8 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 
 warnings.filterwarnings("ignore")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# one thread per xdist worker: `make test` runs one worker per core
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
 
 
 def assert_snapshot(name: str, data: Any) -> None:
