@@ -1272,7 +1272,7 @@ def test_the_statement_of_a_branch_that_raised_is_its_test(tmp_path: Any) -> Non
     code.write_text(
         "def encode(layers, hidden, drop, attention_mask=None):\n"
         "    for layer in layers:\n"
-        "        if not drop or False:\n"
+        "        if not drop or False:  # a header's comment\n"
         "            hidden = layer(hidden, attention_mask=attention_mask)\n"
         "    return hidden\n\n\n"
         "def pool(image_sizes=None):\n"
@@ -1292,7 +1292,7 @@ def test_the_statement_of_a_branch_that_raised_is_its_test(tmp_path: Any) -> Non
 
     with pytest.raises(RuntimeError) as branch:
         layers.encode([lambda h, attention_mask: h], 0, Undecided())
-    assert _model_line(branch.value) == "if not drop or False:"
+    assert _model_line(branch.value) == "if not drop or False:  # a header's comment"
     with pytest.raises(TypeError) as none:
         layers.pool()
     assert _model_line(none.value) == "patches = [ size * 2 for size in image_sizes ]"

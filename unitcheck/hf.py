@@ -1994,7 +1994,7 @@ def _model_line(err: BaseException) -> str:
             lines: list[str] = []
             for n in range(first, last + 1):
                 lines.append(linecache.getline(fr.filename, n).strip())
-                if lines[-1].endswith(":"):  # a branch raises on its whole block: its header only
+                if lines[-1].split("#")[0].rstrip().endswith(":"):  # a branch raises on its whole block: its header
                     break
             text = " ".join(x for x in lines if x) or (fr.line or "").strip()
             return text[:320]
