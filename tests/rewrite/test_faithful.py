@@ -201,6 +201,55 @@ def test_a_model_that_cannot_run_in_another_dtype_still_regenerates() -> None:
         assert differences(model, res.module, (x,), training) == []
 
 
+def _rotary_in_float64(h: torch.Tensor) -> torch.Tensor:
+    """Ergo's rotary table: angles in float64 from integer positions, cast back to the stream's
+    dtype; the float32 weight of its own makes a float64 copy fail."""
+    pos = torch.arange(h.shape[-1], device=h.device).double() * 0.25
+    return F.bilinear(h * torch.cos(pos).to(h.dtype), h, torch.ones(3, 8, 8))
+
+
+def test_a_cast_back_from_a_dtype_the_model_chose_stays_where_no_dtype_was_compared() -> None:
+    """Without a float64 capture to compare with, the casts between float dtypes go so that the
+    model runs in its parameters' dtype; a cast from a dtype the model chose itself back to the
+    stream's is what keeps the stream in that dtype. Dropped, Ergo's rotary tables stayed in
+    float64 and its regenerated attention met float64 queries and float32 values."""
+    torch.manual_seed(0)
+    model, x = LoweredCall(_rotary_in_float64), torch.randn(4, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert any("does not run in torch.float64" in note for note in res.notes)
+    assert res.module(x).dtype == torch.float32
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+    generated = copy.deepcopy(res.module).double()  # the casts follow the parameters' dtype
+    assert generated(x.double()).dtype == torch.float64
+
+
+def _no_float64_kernel(h: torch.Tensor) -> torch.Tensor:
+    """A kernel without float64 (``_grouped_mm`` on CPU refuses it so), and a cast back from
+    float64 angles to the stream's dtype."""
+    if h.dtype == torch.float64:
+        raise RuntimeError("Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double")
+    pos = torch.arange(h.shape[-1], device=h.device).double() * 0.25
+    return h * torch.cos(pos).to(h.dtype)
+
+
+def test_a_model_without_float64_has_its_casts_compared_in_bfloat16() -> None:
+    """Where the float64 capture fails for want of a kernel, a bfloat16 capture tells which casts
+    follow the dtype (Ergo's experts go through ``_grouped_mm``): the cast back is written as the
+    model's dtype, and the generated module runs in float64 where the oracle measures."""
+    torch.manual_seed(0)
+    model, x = LoweredCall(_no_float64_kernel), torch.randn(4, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert not any("no literal follows the dtype" in note for note in res.notes), res.notes
+    assert "dtype = _float_dtype(self)" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == []
+    generated, x64 = copy.deepcopy(res.module).double(), x.double()
+    want = (copy.deepcopy(model.lin).double()(x64) + 0.5) * torch.cos(torch.arange(8).double() * 0.25)
+    out = generated(x64)
+    assert out.dtype == torch.float64 and torch.allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
 def test_a_dead_dropout_still_draws() -> None:
     """Random ops whose results are unused survive lowering, so the generated code takes the
     same draws in the same order as the model."""

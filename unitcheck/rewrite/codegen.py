@@ -526,11 +526,13 @@ def _follow_literals(graph: fx.Graph, here: torch.dtype, other: torch.dtype | No
             _set_arg(node, name, _train_expr(ev, tr) if name in train else ev)
 
 
-def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
+def _device_and_metadata(graph: fx.Graph, drop_casts: torch.dtype | None) -> None:
     """Factories follow the input's device; metadata assertions (which pin the captured dtype
-    and device) go. With ``drop_casts`` (no dtype comparison was possible), float-to-float
-    casts go too, so the model at least runs in whatever precision its parameters have (and
-    :func:`_parameters_dtype` gives what is made in the capture's dtype theirs)."""
+    and device) go. With ``drop_casts`` (the capture's float dtype, where no dtype comparison
+    was possible), casts from it to another float dtype go too, so the model at least runs in
+    whatever precision its parameters have; a cast to it from a dtype the model chose itself
+    (rotary angles in float64) stays, and :func:`_parameters_dtype` makes its target the
+    parameters' dtype."""
     first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
     device_node = None
     for node in list(graph.nodes):
@@ -542,11 +544,11 @@ def _device_and_metadata(graph: fx.Graph, drop_casts: bool) -> None:
             node.kwargs = {**node.kwargs, "device": device_node}
         if node.target is aten._assert_tensor_metadata.default:
             graph.erase_node(node)
-        elif drop_casts and plain_cast(node):
+        elif drop_casts is not None and plain_cast(node):
             src = node.args[0]
             val, out = getattr(src, "meta", {}).get("val"), node.meta.get("val")
             if (isinstance(val, torch.Tensor) and isinstance(out, torch.Tensor)
-                    and val.is_floating_point() and out.is_floating_point()):
+                    and val.dtype == drop_casts and out.is_floating_point()):
                 node.replace_all_uses_with(src)
                 graph.erase_node(node)
 
@@ -580,7 +582,7 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
         _eager_dropout(graph)
         _detach_again(graph)
         _follow_literals(graph, dtype, other, notes)
-        _device_and_metadata(graph, drop_casts=other is None)
+        _device_and_metadata(graph, drop_casts=dtype if other is None else None)
         if other is None:
             _parameters_dtype(graph, dtype)
         graph.lint()

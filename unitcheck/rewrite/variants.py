@@ -346,6 +346,14 @@ def _annotate_dtype(tg: TracedGraph, model: nn.Module, example_inputs: Any, trai
     return None
 
 
+def _comparison_dtypes(here: torch.dtype) -> tuple[torch.dtype, ...]:
+    """The float dtypes a second capture may be taken in, most telling first: float64 (float32
+    for a float64 model), then bfloat16, where a kernel lacks the first (``_grouped_mm`` on CPU
+    has no float64: a mixture of experts computing through it still has its casts compared)."""
+    first = torch.float64 if here != torch.float64 else torch.float32
+    return (first, torch.bfloat16) if here != torch.bfloat16 else (first,)
+
+
 def _dtype_literals(graph: fx.Graph, here: torch.dtype) -> bool:
     """Does the graph hold a literal that could follow the dtype (a float dtype, a limit of
     ``finfo``)? Without one, a capture in another dtype has nothing to tell."""
@@ -550,18 +558,24 @@ def _capture(model: nn.Module, example_inputs: Any) -> Captures:
         res.train = train
         res.notes.append(f"training mode computes a different graph ({str(err).splitlines()[0][:160]}): "
                          "the generated module keeps both")
-    other = torch.float64 if here != torch.float64 else torch.float32
+    others = _comparison_dtypes(here)
     graphs = [tg.graph] + ([res.train.graph] if res.train is not None else [])
     if not any(_dtype_literals(g, here) for g in graphs):
-        res.other = other  # nothing follows the dtype: nothing to compare
+        res.other = others[0]  # nothing follows the dtype: nothing to compare
         return res
-    why = _annotate_dtype(tg, model, example_inputs, False, here, other)
-    if why is None and res.train is not None:
-        why = _annotate_dtype(res.train, model, example_inputs, True, here, other)
-    if why is None:
-        res.other = other
-    else:
-        res.notes.append(f"no literal follows the dtype ({why.splitlines()[0][:200]}): "
-                         "float casts are dropped, and what is made in the capture's dtype takes the parameters' "
-                         "dtype, so the model runs in its parameters' dtype")
+    whys: list[str] = []
+    for other in others:
+        why = _annotate_dtype(tg, model, example_inputs, False, here, other)
+        if why is None and res.train is not None:
+            why = _annotate_dtype(res.train, model, example_inputs, True, here, other)
+        if why is None:
+            res.other = other
+            return res
+        whys.append(why.splitlines()[0][:200])
+        for g in graphs:  # what the failed comparison recorded
+            for node in g.nodes:
+                node.meta.pop(DTYPE_KEY, None)
+    res.notes.append(f"no literal follows the dtype ({'; '.join(whys)}): casts from the capture's dtype to another "
+                     "float dtype are dropped, and what is made in the capture's dtype takes the parameters' "
+                     "dtype, so the model runs in its parameters' dtype")
     return res
