@@ -1329,6 +1329,44 @@ def test_a_sub_config_field_its_parent_requires_equal_takes_the_parents_value() 
 
 
 @needs_hf
+def test_a_window_in_pixels_keeps_its_merged_patches() -> None:
+    """Ovis 2.5's vision window is 112 pixels over 16-pixel patches merged 2 x 2 (three merged
+    patches a side); the shrink gave it 2, which is no merged patch at all, and the window index
+    divided by zero. It keeps three merged patches of the shrunk patch; Swin's window, counted in
+    patches, still shrinks to 2."""
+    from unitcheck.hf import CONFIG_MAPPING_CLS, make_config
+
+    vc = make_config("ovis2_5_vision")
+    base = CONFIG_MAPPING_CLS("ovis2_5_vision")()
+    per_side = base.window_size // base.spatial_merge_size // base.patch_size
+    assert vc.patch_size < base.patch_size and vc.window_size // vc.spatial_merge_size // vc.patch_size == per_side
+    assert make_config("swin").window_size == 2
+
+
+def test_a_count_its_validator_bounds_from_one_takes_the_lowest_value() -> None:
+    """Kolibri 1.1's config requires ``index_num_heads`` to be between 1 and the query heads of a
+    key head, which the shrink made fewer (12 against 2): every small plan was rejected and the
+    type was built at 9.4 billion parameters. The count takes 1; a field that is already 1, or a
+    rejection of another kind, is raised as before."""
+    from unitcheck import hf
+
+    class Config:
+        def __init__(self, num_attention_heads: int = 4, index_num_heads: int = 12) -> None:
+            if not 0 < index_num_heads <= num_attention_heads // 2:
+                raise ValueError("`index_num_heads` must be between 1 and the number of query heads of key head 0.")
+            if num_attention_heads > 64:
+                raise ValueError("too many heads")
+            self.index_num_heads = index_num_heads
+
+    kwargs: dict[str, Any] = {"num_attention_heads": 4}
+    assert hf._constructed(Config, kwargs, SimpleNamespace(index_num_heads=12)).index_num_heads == 1
+    with pytest.raises(ValueError, match="must be between 1"):  # 1 already: nothing lower to try
+        hf._constructed(Config, {"num_attention_heads": 1, "index_num_heads": 1}, SimpleNamespace())
+    with pytest.raises(ValueError, match="too many heads"):
+        hf._constructed(Config, {"num_attention_heads": 128}, SimpleNamespace(index_num_heads=12))
+
+
+@needs_hf
 @pytest.mark.parametrize("model_type", ["zoedepth", "paligemma", "vision-encoder-decoder", "sam3", "chmv2", "mistral3"])
 def test_a_sub_config_keeps_the_flags_and_names_its_parent_set(model_type: str) -> None:
     """A shrunk sub-config is rebuilt from its changed fields, so what its parent's default set

@@ -795,6 +795,11 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
         if low == "patch_size" and _is_int(value) and value > SMALL_DEFAULTS["image_patch"]:
             return SMALL_DEFAULTS["image_patch"]
         if low == "window_size" and _is_int(value) and value > 2 and "image_size" in values:
+            patch, merge = values.get("patch_size"), values.get("spatial_merge_size")
+            if _is_int(patch) and _is_int(merge) and patch > 0 and merge > 0 and value >= patch * merge:
+                # in pixels, over merged patches (Ovis 2.5's 112 for 16-pixel patches merged 2 x 2,
+                # three a side): as many merged patches a window, of the shrunk patches (2 made none)
+                return value // (patch * merge) * merge * min(patch, SMALL_DEFAULTS["image_patch"])
             return 2  # windowed vision attention: every stage must stay at least one window wide
         if low == "image_size" and (_is_int(value) or _int_list(value)):
             patch = values.get("patch_size")
@@ -1066,15 +1071,25 @@ def make_config(model_type: str, overrides: Mapping[str, Any] | None = None, pla
 _MIRRORED = re.compile(r"`(\w+)\.(\w+)` \(None\) and `(\w+)` \([^)]*\) must be equal")
 
 
+# a validator that bounds a count by what the shrink made smaller ("`index_num_heads` must be
+# between 1 and the number of query heads of key head 0", Kolibri 1.1)
+_FROM_ONE = re.compile(r"`?(\w+)`? must be (?:between 1 and|in \[1,)")
+
+
 def _constructed(cls: type, kwargs: dict[str, Any], base: Any) -> Any:
     """``cls(**kwargs)``. The shrink leaves a field whose class default is None for the class to
     derive; where the sub-config's class does not and the parent requires it to equal its own
     ("`vision_config.video_temporal_patch_size` (None) and `video_temporal_patch_size` (2) must be
-    equal", Nemotron-H Omni), the sub-config takes the parent's value."""
+    equal", Nemotron-H Omni), the sub-config takes the parent's value. A count the validator
+    bounds from 1 by fields the shrink made smaller takes the lowest value it allows."""
     for _ in range(8):
         try:
             return cls(**kwargs)
         except Exception as err:
+            low = _FROM_ONE.search(str(err))
+            if low is not None and _is_int(v := kwargs.get(low.group(1), _get(base, low.group(1)))) and v > 1:
+                kwargs[low.group(1)] = 1
+                continue
             m = _MIRRORED.search(str(err))
             if m is None or m.group(2) != m.group(3):
                 raise
