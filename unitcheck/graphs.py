@@ -143,12 +143,30 @@ def _other_operand(node: fx.Node, parameters: bool) -> fx.Node | None:
 
     def fixed(x: Any) -> bool:
         return isinstance(x, number) and not isinstance(x, bool) and base_name(node) in ("mul", "div") \
-            or parameters and isinstance(x, fx.Node) and _parameter_leaf(x)
-    if isinstance(a, fx.Node) and fixed(b) and not _parameter_leaf(a):
+            or parameters and isinstance(x, fx.Node) and _from_parameters(x)
+    if isinstance(a, fx.Node) and fixed(b) and not _from_parameters(a):
         return a
-    if isinstance(b, fx.Node) and fixed(a) and base_name(node) in ("mul", "add") and not _parameter_leaf(b):
+    if isinstance(b, fx.Node) and fixed(a) and base_name(node) in ("mul", "add") and not _from_parameters(b):
         return b
     return None
+
+
+def _from_parameters(node: fx.Node, limit: int = 32) -> bool:
+    """A parameter, buffer or constant leaf, or a value computed from such leaves and numbers
+    alone (Ergo's gate ``sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2)``): a scale the data does
+    not move (bounded: a gate is a few ops)."""
+    seen, stack = {node}, [node]
+    while stack:
+        n = stack.pop()
+        if _parameter_leaf(n):
+            continue
+        if n.op != "call_function" or len(seen) > limit:
+            return False
+        for p in n.all_input_nodes:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return True
 
 
 def _parameter_leaf(node: fx.Node) -> bool:

@@ -487,6 +487,42 @@ def scaled_residual_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(ScaledResidualLM)
 
 
+class ResidualGate(nn.Module):
+    """Ergo's residual gate: the branch and the stream each scaled by a function of one learned
+    weight per channel, ``sigmoid(w) * branch + sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2) * stream``."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(width))
+
+    def forward(self, branch: torch.Tensor, stream: torch.Tensor) -> torch.Tensor:
+        gate = self.weight.sigmoid()
+        kept = torch.sqrt(1.0 + gate) * torch.exp(-0.5 * torch.nn.functional.softplus(self.weight))
+        return gate * branch + kept * stream
+
+
+class GatedResidualBlock(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+        self.attn_gate, self.mlp_gate = ResidualGate(cfg.n_embd), ResidualGate(cfg.n_embd)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.attn_gate(self.attn(self.ln_1(h)), h)
+        return self.mlp_gate(self.mlp(self.ln_2(h)), h)
+
+
+class GatedResidualLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg)
+        self.layers = nn.ModuleList([GatedResidualBlock(cfg) for _ in range(2)])
+
+
+def gated_residual_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(GatedResidualLM)
+
+
 class PolyActivation(nn.Module):
     """Apertus's xIELU in small: ``a_p x^2 + b x`` above 0, ``(expm1(min(x, eps)) - x) a_n + b x``
     below, the gains softplus'd parameters: a square beside x (UC101) and an exponential (UC204),

@@ -22,6 +22,7 @@ from .pattern_models import (
     differential_lm,
     explicit_attention_lm,
     fp32_residual_lm,
+    gated_residual_lm,
     gated_skip_lm,
     linear_scan_lm,
     media_tokens_lm,
@@ -272,6 +273,18 @@ def test_residual_with_constant_factors() -> None:
     "no residual stream"); the factors are subsumed by the learnable step and C."""
     model, inputs = scaled_residual_lm()
     assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {("UC102", "layers.0"), ("UC102", "layers.1")}
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 4
+    assert infer_units(res.module, inputs).violations == []
+
+
+def test_residual_with_factors_computed_from_parameters() -> None:
+    """Ergo's gate scales the stream by ``sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2)``, a value
+    computed from a parameter alone: still a residual add (it was "no residual stream", and lint
+    called the adds plain UC101 mixes); the gates are subsumed by the learnable step and C."""
+    model, inputs = gated_residual_lm()
+    assert {(v.rule, v.module) for v in lint(model, inputs).violations} >= {
+        ("UC102", "layers.0.attn_gate"), ("UC102", "layers.1.mlp_gate")}
     res = rewrite(model, inputs)
     assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 4
     assert infer_units(res.module, inputs).violations == []
