@@ -64,6 +64,27 @@ def _uc102() -> tuple[nn.Module, Any]:
     return Residual(), torch.randn(2, 8, generator=_g())
 
 
+class FakeQuantiser(nn.Module):  # a sign taken from another unit is no violation; a float8 scale
+    """Kolibri 1.1's NVFP4 round trip: each block's scale through float8, the magnitudes of the
+    scaled block rounded, their signs those of the unrounded values (``copysign``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        blocks = self.up(x).unflatten(-1, (-1, 16))
+        scale = (blocks.abs().amax(-1, keepdim=True) / 6).clamp(2**-9, 448).to(torch.float8_e4m3fn).float()
+        scaled = blocks / scale
+        rounded = torch.round(scaled.abs() * 2) / 2
+        return (rounded.copysign(scaled) * scale).flatten(-2) + self.up(x)
+
+
+@fixture("copysign_fake_quantiser")
+def _copysign() -> tuple[nn.Module, Any]:
+    return FakeQuantiser(), torch.randn(2, 16, generator=_g())
+
+
 class PlusOne(nn.Module):  # UC103, and a floor (UC902) that is fine
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x + 1.0) * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
