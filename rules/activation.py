@@ -17,14 +17,17 @@ F = torch.nn.functional
 
 @rule(ops("neg", "relu", "abs", "leaky_relu", "dropout", "feature_dropout", "alpha_dropout",
           "feature_alpha_dropout", "positive", "conj", "conj_physical", "rrelu",
-          "relu_"),
-      funcs(torch.neg, torch.relu, torch.abs, F.relu, F.leaky_relu, F.rrelu, torch.positive),
-      method("neg", "relu", "abs", "__neg__", "__abs__", "__pos__", "relu_", "abs_", "neg_"))
+          "relu_", "copysign"),
+      funcs(torch.neg, torch.relu, torch.abs, F.relu, F.leaky_relu, F.rrelu, torch.positive, torch.copysign),
+      method("neg", "relu", "abs", "__neg__", "__abs__", "__pos__", "relu_", "abs_", "neg_", "copysign",
+             "copysign_"))
 def homogeneous(ctx: RuleContext) -> UnitValue:
     """
-    What it does: degree-1 homogeneous functions (f(cx) = c f(x)) pass the unit through.
-    Why it matters: relu, abs and negation commute with rescaling; they are safe on any unit.
-    Example: ``F.relu(self.fc(x))`` keeps u(fc(x)).
+    What it does: degree-1 homogeneous functions (f(cx) = c f(x)) pass the unit through;
+    ``copysign(a, b)`` is one in ``a`` and reads only the sign of ``b``, which may carry any unit.
+    Why it matters: relu, abs and negation commute with rescaling; they are safe on any unit. An
+    NVFP4 fake quantiser gives rounded magnitudes the signs of the unrounded values (Kolibri 1.1).
+    Example: ``F.relu(self.fc(x))`` keeps u(fc(x)); ``rounded.copysign(scaled)`` keeps u(rounded).
     Fix: none.
     """
     return first(ctx)

@@ -12,7 +12,7 @@ from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
 from unitcheck.values import INDEX, POLY, Literal, UnitValue
 
-from ._util import first, funcs, ops
+from ._util import funcs, ops
 
 F = torch.nn.functional
 
@@ -60,21 +60,6 @@ def same_unit(ctx: RuleContext) -> UnitValue:
     data += [v for k, v in ctx.kwargs.items() if k in ("other", "value", "src", "source", "values", "self")]
     out = ctx.same_unit(data, name)
     return out
-
-
-@rule(ops("copysign"), funcs(torch.copysign), method("copysign", "copysign_"))
-def copysign(ctx: RuleContext) -> UnitValue:
-    """
-    What it does: ``copysign(a, b)`` has the magnitude of ``a`` and the sign of ``b``: the
-    result has u(a), and ``b`` may carry any unit (rescaling by a positive factor keeps every
-    sign).
-    Why it matters: an NVFP4 fake quantiser rounds the magnitudes of ``x / scale`` and gives
-    them back the signs of the unrounded values (Kolibri 1.1); calling that a mix of units
-    reported an interface the oracle measures as equivariant.
-    Example: ``rounded.copysign(scaled)``.
-    Fix: none.
-    """
-    return first(ctx)
 
 
 # argument positions that are conditions, dims or indices rather than data
