@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -24,10 +25,9 @@ MODELS = ["gpt", "llama", "qknorm", "ngpt", "gct"]
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def step_times(name: str, cfg: TrainConfig, steps: int, corpus, clock: str = "wall") -> list[float]:  # type: ignore[no-untyped-def]
-    """Seconds per training step; ``clock="cpu"`` counts the process's CPU time, which other jobs
-    on a shared machine do not inflate (with one torch thread it is the step's own work)."""
-    tick = CLOCKS[clock]
+def training_step(name: str, cfg: TrainConfig, corpus) -> tuple[Batcher, Callable[[torch.Tensor, torch.Tensor], None]]:  # type: ignore[no-untyped-def]
+    """The model ``name`` (config fields after a colon) built as the training loop builds it, its
+    batches, and one optimiser step on a batch."""
     model_name, _, sets = name.partition(":")
     cfg = TrainConfig(**{**cfg.to_json(), "model": model_name, "model_set": sets}).effective()
     torch.manual_seed(0)
@@ -37,12 +37,9 @@ def step_times(name: str, cfg: TrainConfig, steps: int, corpus, clock: str = "wa
 
         substitute_nvfp4(model, recipe=cfg.nvfp4_recipe, quantise_head=cfg.quantise_head)
     opt = _optimizer(model, cfg)
-    batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=0)
     normalise = getattr(model, "normalize_weights", None) if cfg.renormalises() else None
-    times = []
-    for i in range(steps + 2):
-        x, y = batcher.next()
-        t0 = tick()
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
         loss = _loss(model, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -50,6 +47,20 @@ def step_times(name: str, cfg: TrainConfig, steps: int, corpus, clock: str = "wa
         opt.step()
         if normalise is not None:
             normalise()
+
+    return Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=0), step
+
+
+def step_times(name: str, cfg: TrainConfig, steps: int, corpus, clock: str = "wall") -> list[float]:  # type: ignore[no-untyped-def]
+    """Seconds per training step; ``clock="cpu"`` counts the process's CPU time, which other jobs
+    on a shared machine do not inflate (with one torch thread it is the step's own work)."""
+    tick = CLOCKS[clock]
+    batcher, step = training_step(name, cfg, corpus)
+    times = []
+    for i in range(steps + 2):
+        x, y = batcher.next()
+        t0 = tick()
+        step(x, y)
         if i >= 2:  # warm-up steps excluded
             times.append(tick() - t0)
     return times

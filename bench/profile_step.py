@@ -11,31 +11,21 @@ import argparse
 import collections
 
 import torch
+from bench_train import training_step  # bench/ is on the path when this script runs
 from torch.profiler import ProfilerActivity, profile
 
 from unitcheck.train.config import TrainConfig
-from unitcheck.train.data import Batcher, load_corpus
-from unitcheck.train.loop import _loss, _optimizer, build_model
+from unitcheck.train.data import load_corpus
 
 COMPILED = "compiled kernels (torch.compile)"
 
 
 def op_times(name: str, cfg: TrainConfig, corpus, steps: int) -> collections.Counter[str]:  # type: ignore[no-untyped-def]
     """Milliseconds of self CPU time per op and step, after three warm-up steps."""
-    model_name, _, sets = name.partition(":")
-    cfg = TrainConfig(**{**cfg.to_json(), "model": model_name, "model_set": sets}).effective()
-    torch.manual_seed(0)
-    model = build_model(cfg, corpus.vocab_size)
-    opt = _optimizer(model, cfg)
-    batcher = Batcher(corpus.train, cfg.seq_len, cfg.batch_size, seed=0)
+    batcher, train = training_step(name, cfg, corpus)
 
     def step() -> None:
-        x, y = batcher.next()
-        loss = _loss(model, x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        train(*batcher.next())
 
     for _ in range(3):
         step()
