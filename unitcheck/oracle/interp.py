@@ -36,13 +36,14 @@ __all__ = [
 Factor = Callable[[Unit], float]
 _aten = torch.ops.aten
 
+# float8 scales and values (Kolibri 1.1's NVFP4 fake quantisation): CPU kernels do no arithmetic
+# in them, and a rounding to 8 bits is the measurement lost, as float32's is
+_FLOAT8 = [d for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+           if isinstance(d := getattr(torch, name, None), torch.dtype)]
 # casts to these, recorded at trace time, stay at full precision in oracle runs
 _HIGH = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
          torch.complex32: torch.complex128, torch.complex64: torch.complex128,
-         # float8 scales and values (Kolibri 1.1's NVFP4 fake quantisation): CPU kernels do no
-         # arithmetic in them, and a rounding to 8 bits is the measurement lost, as float32's is
-         **{d: torch.float64 for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                                          "float8_e8m0fnu") if isinstance(d := getattr(torch, name, None), torch.dtype)}}
+         **dict.fromkeys(_FLOAT8, torch.float64)}
 _LOW_PRECISION_METHODS = {"float": "double", "half": "double", "bfloat16": "double"}
 
 
