@@ -48,27 +48,13 @@ def test_casts_to_float32_keep_the_fingerprint_in_float64() -> None:
     assert head.methods_agree and set(head.methods) >= {"backprop", "finite_difference", "jvp"}
 
 
-class Float8Scales(nn.Module):
-    """Kolibri 1.1's NVFP4 fake quantisation: each block's scale rounded through float8 (E4M3)
-    and back, the block divided by it and rounded to the E2M1 grid."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.up = nn.Linear(16, 32, bias=False)
-        self.head = nn.Linear(32, 5, bias=False)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        blocks = self.up(x).unflatten(-1, (-1, 16))
-        scale = (blocks.abs().amax(-1, keepdim=True) / 6).clamp(2**-9, 448).to(torch.float8_e4m3fn).float()
-        rounded = torch.round(blocks / scale * 2) / 2
-        return F.cross_entropy(self.head((rounded * scale).flatten(-2)), y)
-
-
 def test_float8_casts_are_raised_like_the_other_lower_precision_casts() -> None:
     """A cast to float8 is a lower-precision float cast like ``.float()``: the oracle keeps the
     value at float64 there too (it multiplied the float8 value by a scale, which CPU kernels do
     not implement: Kolibri 1.1's verify stopped with an internal error)."""
-    res = _verified(Float8Scales(), (torch.randn(6, 16), torch.randint(0, 5, (6,))), fingerprint=False)
+    from ..rules.fixtures import FIXTURES
+
+    res = _verified(*FIXTURES["copysign_fake_quantiser"](), fingerprint=False)  # Kolibri's round trip
     assert res.raised_casts
 
 
