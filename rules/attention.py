@@ -24,7 +24,8 @@ _SDPA = ops("scaled_dot_product_attention", "_scaled_dot_product_flash_attention
 def sdpa(ctx: RuleContext) -> UnitValue:
     """
     What it does: fused attention needs dimensionless logits u(q) + u(k) (UC201) and a
-    dimensionless (or polymorphic, or boolean) additive mask; its output has u(v).
+    dimensionless (or polymorphic, or boolean) additive mask; its output has u(v) (times the
+    opaque unit of the broken weights on a violation, as explicit attention's ``softmax @ v``).
     Why it matters: otherwise the softmax temperature depends on raw weight norms.
     Example: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` after unnormalised q, k.
     Fix: canonicalise q and k per head; calibrated temperature tau = sqrt(d_h) s_Q s_K.
@@ -40,15 +41,17 @@ def sdpa(ctx: RuleContext) -> UnitValue:
         um = ctx.u(mask)
         if not isinstance(um, (Index, Poly)) and not ctx.to_dimensionless(um):
             problems["mask"] = um
-    out: UnitValue = uv if isinstance(uv, Unit) else DIMENSIONLESS
+    values = uv if isinstance(uv, Unit) else DIMENSIONLESS
+    out: UnitValue = values
     if problems:
         what = []
         if "logits" in problems:
             what.append(f"attention logits carry the unit {problems['logits']}")
         if "mask" in problems:
             what.append(f"the additive attention bias carries the unit {problems['mask']}")
-        out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk, uv],
-                            sources={"logits": (q, k), "mask": mask})
+        # attention is linear in v: only the weights break, so the output keeps u(v) beside them
+        out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk],
+                            sources={"logits": (q, k), "mask": mask}) * values
     val = ctx.val()
     if isinstance(val, (list, tuple)):
         return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))

@@ -115,6 +115,17 @@ def _input_unit(node: fx.Node, arg: fx.Node) -> UnitValue:
     return u
 
 
+def _broken_inputs(ug: UnitGraph) -> dict[str, set[str]]:
+    """Per violation node, the operands its violation names as broken (attention's q and k):
+    their generators reach the output only through the opaque unit, not as themselves (those
+    attention's output keeps come from v)."""
+    out: dict[str, set[str]] = {}
+    for v in ug.violations:
+        for names in v.extra.get("sources", {}).values():
+            out.setdefault(v.node, set()).update(names)
+    return out
+
+
 def provenance(ug: UnitGraph) -> None:
     """Store :class:`Carriers` on every node of ``ug``'s graph (once: a second call returns at
     once). Linear in nodes x generators per unit; on the 70B-shaped Llama a few tens of ms."""
@@ -123,6 +134,7 @@ def provenance(ug: UnitGraph) -> None:
     if first is None or KEY in first.meta:
         return
     gens = _Generators()
+    broken = _broken_inputs(ug)
     bound_at: dict[fx.Node, fx.Node] = {}
     for n in ug.traced.leaf_nodes():
         b = _binding(ug, n)
@@ -147,6 +159,8 @@ def provenance(ug: UnitGraph) -> None:
             if len(c) > 1:  # a leaf this very combine bound took its unit from the others
                 rest = tuple(p for p in c if bound_at.get(p) is not n)
                 c = rest or c
+            if len(c) > 1 and n.name in broken:  # the violation's operands went into its opaque unit
+                c = tuple(p for p in c if p.name not in broken[n.name]) or c
             by[g] = c
         n.meta[KEY] = Carriers(by)
 

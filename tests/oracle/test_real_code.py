@@ -1010,3 +1010,32 @@ def test_grouped_products_are_measured_in_float64() -> None:
     expert ("Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double")."""
     res = _verified(GroupedExperts(), (torch.randn(6, 8), torch.tensor([2, 6], dtype=torch.int32)))
     assert any("w" in r.generator for r in res.fingerprint or [])
+
+
+class ValueOnlyScale(nn.Module):
+    """Ergo style: attention whose logits carry a unit (UC201), with values from a projection of
+    their own, normalised after attention. Attention is linear in its values, so scaling the value
+    projection scales the output and the norm removes it: a gauge direction despite the violation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(8, 8, bias=False) for _ in range(3))
+        self.head = nn.Linear(8, 5, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        q, k, v = (p(x).view(2, 3, 2, 4).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(6, 8)
+        return F.cross_entropy(self.head(F.rms_norm(a, (8,))), y)
+
+
+def test_attention_with_unitful_logits_keeps_the_unit_of_its_values() -> None:
+    """The value projection's scale passes through attention whatever the logits: the engine
+    predicts it a gauge direction and the measurement agrees (it had called it consumed by the
+    UC201, so Ergo's fingerprint predicted a gauge direction broken that measured 1.8e-11)."""
+    g = torch.Generator().manual_seed(0)
+    res = oracle.verify(ValueOnlyScale(), (torch.randn(6, 8, generator=g), torch.randint(0, 5, (6,), generator=g)),
+                        with_fingerprint=True)
+    assert res.ok, [str(d) for d in res.disagreements]
+    rows = {r.generator.split(":")[-1].split(".")[0]: r for r in res.fingerprint or []}
+    assert rows["v"].predicted_gauge and rows["v"].match
+    assert not rows["q"].predicted_gauge and rows["q"].match
