@@ -1000,3 +1000,33 @@ class SegmentSumDecay(nn.Module):
 
 def segment_sum_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(Fp32ResidualLM, SegmentSumDecay)
+
+
+class StreamBiasAttention(nn.Module):
+    """Inkling's relative position bias: the stream projected per head (``r_proj``) and mixed by
+    a learned bank of bias-versus-distance profiles, gathered per (query, key) distance and
+    passed to SDPA as an additive float mask under the causal one."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head, self.d, self.d_rel, self.extent = cfg.n_head, cfg.n_embd // cfg.n_head, 4, 6
+        self.q, self.k, self.v, self.out = (nn.Linear(cfg.n_embd, cfg.n_embd, bias=False) for _ in range(4))
+        self.r_proj = nn.Linear(cfg.n_embd, cfg.n_head * self.d_rel, bias=False)
+        self.proj = nn.Parameter(torch.randn(self.d_rel, self.extent))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = (p(x).view(B, T, self.n_head, self.d).transpose(1, 2) for p in (self.q, self.k, self.v))
+        rel = (self.r_proj(x).view(B, T, self.n_head, self.d_rel) @ self.proj).transpose(1, 2)
+        pos = torch.arange(T)
+        distance = (pos[:, None] - pos[None, :])[None, None]
+        bias = rel.gather(-1, distance.clamp(0, self.extent - 1).expand(B, self.n_head, T, T))
+        bias = bias.masked_fill((distance < 0) | (distance >= self.extent), 0.0)
+        mask = torch.where(distance >= 0, bias, torch.finfo(x.dtype).min)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+def stream_bias_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, StreamBiasAttention, None)
+

@@ -43,6 +43,7 @@ from .pattern_models import (
     skip_gain_lm,
     split_key_lm,
     stacked_heads_lm,
+    stream_bias_lm,
     threshold_router_lm,
     topk_first_lm,
     wrapper_lm,
@@ -525,5 +526,23 @@ def test_a_residual_whose_branch_is_itself_a_residual() -> None:
     res = rewrite(model, inputs)
     assert res.complete and res.gct.residuals_rewritten == res.gct.residuals == 4, res.gct.unhandled
     assert {"cross.alpha_mlp", "alpha_mlp"} <= set(res.gct.new_params), sorted(res.gct.new_params)
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_an_attention_bias_computed_from_the_stream() -> None:
+    """Inkling: SDPA's additive mask holds ``r_proj(h) @ proj`` gathered by distance, so after
+    q and k were canonical the bias still carried p:r_proj * p:proj (UC201 left, exit 1). The
+    projection of the stream is canonical per head where it meets the bank, and the bank is
+    declared dimensionless, as a logit bias is. (A table of its own, T5's, needs no rewrite:
+    lint binds its unit to the logits'.)"""
+    model, inputs = stream_bias_lm()
+    found = [v for v in lint(model, inputs).violations if v.rule == "UC201"]
+    assert found and "bias" in found[0].message
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    line = next(line for line in res.gct.log if line.startswith("[attention_bias]"))
+    assert "attn.proj" in line and "C(view" in line, line
+    assert "attn.proj" in res.module.__units__
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])

@@ -45,6 +45,7 @@ from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
 from ..unitgraph import UnitGraph
+from ..units import Unit
 from .joins import mixed_parts
 from .patterns import (
     RewriteContext,
@@ -461,6 +462,71 @@ def attention(ctx: RewriteContext) -> None:
         kwargs["scale"] = 1.0 / math.sqrt(dh)
         n.kwargs = kwargs
         ctx.note("attention", describe(n), f"SDPA(C(q) * {name}, C(k), v), temperature sqrt({dh})")
+
+
+def _sdpa_mask(n: fx.Node) -> Any:
+    return n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
+
+
+def _unitful(n: Any) -> bool:
+    u = record(n).unit if isinstance(n, fx.Node) else None
+    return isinstance(u, Unit) and not u.is_dimensionless
+
+
+def _contractions(ctx: RewriteContext, mask: fx.Node, memo: dict[fx.Node, bool]) -> list[fx.Node] | None:
+    """The products of data with a parameter bank that a unitful mask is made of, walking up
+    through its unitful operands (gathers, fills, selects, moves); None where the way ends at a
+    unitful value that is no such product (a unit the rule does not know how to remove)."""
+    found: list[fx.Node] = []
+    stack, seen = [mask], {mask}
+    while stack:
+        n = stack.pop()
+        if base_name(n) in ("matmul", "linear", "mm", "bmm") and len(n.args) >= 2 \
+                and all(isinstance(a, fx.Node) for a in n.args[:2]):
+            x, t = n.args[0], n.args[1]
+            if _data_dependent(ctx, x, memo) and not _data_dependent(ctx, t, memo):  # type: ignore[arg-type]
+                found.append(n)
+                continue
+        ups = [p for p in n.all_input_nodes if _unitful(p) and not _size(p)]
+        if not ups and n is not mask and _data_dependent(ctx, n, memo):
+            return None
+        for p in ups:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return found
+
+
+def attention_bias(ctx: RewriteContext) -> None:
+    """SDPA(q, k, v, mask) whose additive mask is computed from the stream (Inkling's
+    ``gather(r_proj(h) @ bank)`` by distance): the data side of each product with a parameter
+    bank is canonical over the contracted dimension (per head), and the bank's parameters are
+    declared dimensionless, as a logit bias's are. (A mask of parameters alone needs nothing:
+    lint binds a table's unit to the logits'.)"""
+    memo: dict[fx.Node, bool] = {}
+    for n in list(ctx.graph.nodes):
+        if base_name(n) != "scaled_dot_product_attention":
+            continue
+        mask = _sdpa_mask(n)
+        if not isinstance(mask, fx.Node) or not _unitful(mask):
+            continue
+        products = _contractions(ctx, mask, memo)
+        if products is None:
+            ctx.skip(module_path(n), "an attention bias whose unit comes from no product of the stream with parameters")
+            continue
+        banks = _parameters_of(ctx, [t for p in products for t in p.args[1:2] if isinstance(t, fx.Node)])
+        if not banks:  # a table of parameters alone is bound dimensionless by lint itself
+            ctx.skip(module_path(n), "an attention bias with no parameter bank to declare")
+            continue
+        read = ", ".join(f"C({describe(p.args[0])}) . bank" for p in products)  # type: ignore[arg-type]
+        for p in products:
+            x = p.args[0]
+            cx = ctx.call(canonical, (x,), after=x, like=p)  # type: ignore[arg-type]
+            p.replace_input_with(x, cx)  # type: ignore[arg-type]
+        for name in banks:
+            ctx.declare(name)
+        ctx.note("attention_bias", f"{describe(n)} mask",
+                 f"{read} (declared dimensionless: {', '.join(banks)})")
 
 
 def explicit_attention(ctx: RewriteContext) -> None:
@@ -941,8 +1007,8 @@ def _dimensionless_router(ctx: RewriteContext, src: fx.Node) -> None:
     ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
 
 
-RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, explicit_attention, activations,
-                    logits, router_logits]
+RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, attention_bias, explicit_attention,
+                    activations, logits, router_logits]
 
 
 # -- driver -----------------------------------------------------------------------------------
