@@ -1030,3 +1030,22 @@ class StreamBiasAttention(nn.Module):
 def stream_bias_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, StreamBiasAttention, None)
 
+
+
+class EntropyHeadLM(SplitKeyLM):
+    """BLT's patcher: a second head on the stream whose logits only feed a categorical's entropy
+    (``Categorical(logits=...)`` normalises them by their own logsumexp before its softmax)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.aux = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        h = self.trunk(idx)
+        logits, loss = lm_output(self.head(h), targets)
+        entropy = torch.distributions.Categorical(logits=self.aux(h), validate_args=False).entropy()
+        return logits, loss + 0.01 * entropy.mean()
+
+
+def entropy_head_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(EntropyHeadLM)

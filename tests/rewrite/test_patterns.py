@@ -20,6 +20,7 @@ from .pattern_models import (
     codebook_losses_lm,
     delta_rule_lm,
     differential_lm,
+    entropy_head_lm,
     explicit_attention_lm,
     fp32_residual_lm,
     gated_residual_lm,
@@ -544,5 +545,20 @@ def test_an_attention_bias_computed_from_the_stream() -> None:
     line = next(line for line in res.gct.log if line.startswith("[attention_bias]"))
     assert "attn.proj" in line and "C(view" in line, line
     assert "attn.proj" in res.module.__units__
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_logits_log_normalised_by_their_own_logsumexp() -> None:
+    """BLT's patcher: ``Categorical(logits=aux(h)).entropy()`` computes ``x - logsumexp(x)``, then
+    a softmax. The rewrite had put C on the logsumexp's argument alone and left the softmax
+    ("not a linear projection", incomplete); the projection is made dimensionless instead, once
+    for the statistic and the softmax, so the log-normalisation stays exact."""
+    model, inputs = entropy_head_lm()
+    assert {"UC203", "UC204"} <= {v.rule for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert [line for line in res.gct.log if line.startswith("[router_logits] linear@aux")], res.gct.log
+    assert not [line for line in res.gct.log if "logsumexp" in line], res.gct.log
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])

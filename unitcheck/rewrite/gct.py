@@ -794,8 +794,8 @@ def activations(ctx: RewriteContext) -> None:
     memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         code = record(n).violation
-        if code not in _ACTIVATION_CODES or _caps_logits(n):
-            continue
+        if code not in _ACTIVATION_CODES or _caps_logits(n) or _log_normaliser(n):
+            continue  # a log-normaliser: the router rule makes its logits dimensionless
         a, terms = _pre_activation(ctx, n, memo)
         mod = module_path(n)
         if _of_logits(ctx, n, memo):  # C over a statistic's last axis would mix tokens
@@ -846,6 +846,28 @@ def _under_masking_fill(a: fx.Node) -> fx.Node:
     return a
 
 
+_NORMALISERS = ("logsumexp", "amax", "max")
+
+
+def _statistic_of(b: Any, x: Any) -> bool:
+    """Is ``b`` a statistic of ``x`` that log-normalises it (``logsumexp(x)``, ``amax(x)``), through moves?"""
+    while isinstance(b, fx.Node) and base_name(b) in MOVEMENT_OPS and base_name(b) != "getitem":
+        b = b.args[0]
+    if isinstance(b, fx.Node) and base_name(b) == "getitem" and isinstance(b.args[0], fx.Node):
+        b = b.args[0]  # max(x, dim) returns (values, indices)
+    return isinstance(b, fx.Node) and base_name(b) in _NORMALISERS and bool(b.args) and b.args[0] is x
+
+
+def _log_normaliser(n: fx.Node) -> bool:
+    """Is ``n`` a statistic subtracted from its own argument (``x - logsumexp(x)``: log-softmax
+    written out, as ``torch.distributions.Categorical(logits=x)`` does)? The softmax after it, or
+    the logits' projection, is the interface; C of its argument alone would break the identity."""
+    x = n.args[0] if n.args else None
+    return base_name(n) in _NORMALISERS and any(
+        base_name(u) == "sub" and u.args[0] is x and _statistic_of(u.args[1], x)
+        for u in users_through_views(n))
+
+
 def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None) -> fx.Node | None:
     """The linear map a logit-like value comes from, looking through moves and casts, a scaling
     by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``), a
@@ -861,6 +883,8 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
             node = node.args[0].args[0]  # the values a top-k chose (Cohere2-MoE routes, then softmaxes)
         elif name in MOVEMENT_OPS or name == "tanh" or scaled:
             node = node.args[0]
+        elif name == "sub" and len(node.args) == 2 and _statistic_of(node.args[1], node.args[0]):
+            node = node.args[0]  # log-normalised logits: a shift by their own logsumexp
         elif name == "masked_fill" or (name == "scatter" and len(node.args) == 4 and scalar(node.args[3])):
             node = node.args[0]  # entries masked out (PhiMoE's sparsemixer fills -inf below a threshold)
         elif name == "where" and len(node.args) == 3 and sum(map(_filled, node.args[1:])) == 1:
@@ -988,10 +1012,13 @@ def logits(ctx: RewriteContext) -> None:
 
 
 def router_logits(ctx: RewriteContext) -> None:
-    """The softmax of an MoE router (UC203) reads gain * C(h) . C(W_router)^T / sqrt(d)."""
+    """The softmax of an MoE router (UC203), or of other logits that feed no loss (BLT's
+    entropy model: ``Categorical(logits=head(h))``, log-normalised by their own logsumexp), reads
+    gain * C(h) . C(W)^T / sqrt(d)."""
     sources: dict[fx.Node, None] = {}
     for n in list(ctx.graph.nodes):  # every softmax's projection first: a rewrite replaces it
-        if record(n).violation != "UC203" or not n.args:
+        code = record(n).violation
+        if not n.args or not (code == "UC203" or code in _ACTIVATION_CODES and _log_normaliser(n)):
             continue
         src = _projection(n.args[0])
         if src is None or base_name(src) != "linear":
