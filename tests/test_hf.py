@@ -584,7 +584,60 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
     assert _reshaped(conv.replace("[2, 16, 70]", "[2, 17, 70]"), inputs) == []  # a deeper layer: not guessed
     assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 76]"), inputs) == [("x", (2, 1, 70))]  # padded by the conv
     mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
-    assert _reshaped(mm, inputs) == [("x", (2, 16, 320))]
+    assert _reshaped(mm, inputs) == [("x", (2, 16, 320)), ("x", (2, 320))]  # per position, or one per example
+
+
+def test_a_projection_between_two_layers_gets_the_width_the_first_makes() -> None:
+    """Llama 4's vision projector reads ``intermediate_size`` features from a pixel shuffle that
+    makes ``hidden_size / ratio**2`` of them, a tie its default config (and any shrink) breaks:
+    "[32, 256] X [472, 344]" names no input, so the config field as wide as the projection reads
+    becomes as wide as it was given. Where an input is the operand shown, the input is remade
+    instead, and the config is left alone."""
+    from unitcheck.hf import _repair
+
+    cfg = SimpleNamespace(hidden_size=64, intermediate_size=472, projector_input_dim=344, num_channels=3)
+    why = "RuntimeError: a and b must have same reduction dim, but got [32, 256] X [472, 344]."
+    image = {"pixel_values": torch.zeros(2, 3, 64, 64)}
+    assert [f[1:3] for f in _repair(cfg, why, image)] == [("intermediate_size", 256)]
+    assert _repair(cfg, why, {"x": torch.zeros(2, 16, 256)}) == ()  # an input is the operand: remade instead
+    assert _repair(cfg, "mat1 and mat2 shapes cannot be multiplied (32x256 and 472x344)", image)[0][2] == 256
+
+
+def test_a_mask_made_from_the_queries_alone_is_given_as_long_as_the_keys() -> None:
+    """DFlash (Muse Glimmer's assistant) prepends context states to its keys but makes its mask
+    from the queries: a traced run cannot skip it, so a padding mask as long as the keys is given."""
+    from unitcheck.hf import _reshaped, _with_shapes
+
+    why = ("RuntimeError: Attempting to broadcast a dimension of length 32 at -1! Mismatching argument at index 1 "
+           "had torch.Size([2, 1, 32, 32]); but expected shape should be broadcastable to [2, 4, 32, 64] "
+           "[at: attn_output = torch.nn.functional.scaled_dot_product_attention(query, key, value, "
+           "attn_mask=attention_mask)]")
+    inputs = {"noise_embeds": torch.zeros(2, 32, 64)}
+    assert _reshaped(why, inputs) == [("attention_mask", (2, 64))]
+    mask = _with_shapes(inputs, (("attention_mask", (2, 64)),), 0)["attention_mask"]
+    assert mask.dtype == torch.long and bool((mask == 1).all())
+
+
+@needs_hf
+@pytest.mark.parametrize("model_type", ["llama4_vision_model", "muse_glimmer_assistant", "pi0"])
+def test_projections_that_read_another_width_are_answered(model_type: str) -> None:
+    """Three ways to fail "a and b must have same reduction dim": Llama 4's vision projector (a
+    config tie), DFlash's context states (an input as wide as the layers it concatenates, then a
+    mask as long as the keys), PI0's robot state (one vector per example, then its cameras' mask)."""
+    from unitcheck.hf import Built, build
+
+    info: list[Built] = []
+    model, inputs = build(model_type, device="meta", info=info)
+    cfg = model.config
+    if model_type == "llama4_vision_model":
+        assert info[0].probed and cfg.intermediate_size == int(cfg.hidden_size / cfg.pixel_shuffle_ratio ** 2)
+    elif model_type == "muse_glimmer_assistant":
+        assert info[0].probed, info[0].tried[:2]
+        assert inputs["context_hidden_states"].shape[-1] == cfg.hidden_size * len(cfg.target_layer_ids)
+        assert inputs["attention_mask"].shape[-1] == inputs["context_hidden_states"].shape[1] + inputs["noise_embeds"].shape[1]
+    else:  # the Beta-sampled time step stops the probe; a real run decides
+        assert inputs["state"].shape == (inputs["pixel_values"].shape[0], cfg.max_state_dim), info[0].tried[:2]
+        assert inputs["pixel_attention_mask"].shape == inputs["pixel_values"].shape[:2]
 
 
 @needs_hf

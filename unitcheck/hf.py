@@ -1988,7 +1988,7 @@ def _real_run_repaired(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], 
     config repair (the rotary sections Qwen2-VL's text model splits its head by), the run of the
     repaired config: its failure or None, and the repairs it needed."""
     why = _real_run(tf, head, cfg, inputs, seed, meta) if why is None else why
-    fixes = _repair(cfg, why) if why is not None else ()
+    fixes = _repair(cfg, why, inputs) if why is not None else ()
     if fixes and _real_run(tf, head, _apply_fixes(cfg, fixes), inputs, seed, meta) is None:
         return None, fixes
     return why, ()
@@ -2071,6 +2071,9 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         elif low == "image_attention_mask" and isinstance(images := inputs.get("pixel_values"), torch.Tensor) \
                 and images.dim() == 5:  # IDEFICS: which of each example's images every text position sees
             out[name] = torch.ones(batch, n, images.shape[1], dtype=torch.long)
+        elif low == "pixel_attention_mask" and isinstance(images := inputs.get("pixel_values"), torch.Tensor) \
+                and images.dim() == 5:  # PI0: which of each example's images (camera views) are present
+            out[name] = torch.ones(batch, images.shape[1], dtype=torch.bool)
         elif (shown := _image_sizes(name, inputs, batch)) is not None:
             out[name] = shown
         elif (kinds := _modalities(name, cfg, ids)) is not None:
@@ -2231,6 +2234,12 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             wants.append((*shape, *other))  # one more axis (Kyutai's ids: one column per codebook)
         out.extend((name, want) for want in wants for name, v in inputs.items()
                    if isinstance(v, torch.Tensor) and tuple(v.shape) == shape and want != shape)
+        if "attention_mask" in why and len(other) == len(shape) == 4 and other[1] == 1 \
+                and (other[0], other[2]) == (shape[0], shape[2]) and other[3] < shape[3]:
+            # a (batch, 1, queries, keys) mask the model made from its queries alone, where the keys
+            # also span a context it prepends (DFlash's context states): a padding mask as long as
+            # the keys (a real run skips the mask; a traced one cannot)
+            out.append(("attention_mask", (shape[0], shape[3])))
     m = _CONV_RANK.search(why)
     unpacked = _UNPACK.search(why)
     if m or (unpacked and int(unpacked.group(1)) - int(unpacked.group(2)) == 2):
@@ -2263,12 +2272,14 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
         for name, v in floats.items():
             if v.dim() == 5 and v.shape[0] == len(sizes) and v.shape[0] * v.shape[1] == have and len(set(sizes)) == 1:
                 out.append((name, (v.shape[0], sizes[0], *v.shape[2:])))
-    m = _REDUCTION.search(why) or _MAT1_MAT2.search(why)  # the fake-tensor and the real-run wording
-    if m:
-        rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    said = _reduction(why)
+    if said:
+        rows, have, want = said
         tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2}
         for name, v in [(k, v) for k, v in tensors.items() if v.shape[-1] == have and v.numel() == rows * have]:
             out.append((name, (*v.shape[:-1], want)))
+            if v.dim() == 3:  # one vector per example (PI0's robot state), not one per position
+                out.append((name, (v.shape[0], want)))
             if v.dim() > 3:  # an image read as patch rows: (batch, patches, features)
                 out.append((name, (v.shape[0], rows // v.shape[0], want)))
     return out
@@ -2278,8 +2289,10 @@ def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, 
     g = torch.Generator().manual_seed(seed)
     out = dict(inputs)
     for name, shape in shaped:
-        old = out[name]
-        if old.is_floating_point():
+        old = out.get(name)
+        if old is None:  # a mask the inputs left out: every position kept
+            out[name] = torch.ones(shape, dtype=torch.long)
+        elif old.is_floating_point():
             out[name] = torch.randn(shape, generator=g, dtype=old.dtype)
         else:  # ids keep their range
             out[name] = torch.randint(0, max(2, int(old.max()) + 1), shape, generator=g, dtype=old.dtype)
@@ -2292,13 +2305,48 @@ def _paths(cfg: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ..
         yield from _paths(sub, (*path, name))
 
 
-def _repair(cfg: Any, why: str) -> tuple[Fix, ...]:
+def _reduction(why: str) -> tuple[int, int, int] | None:
+    """A projection's failure: (rows, the width it was given, the width it reads)."""
+    m = _REDUCTION.search(why) or _MAT1_MAT2.search(why)  # the fake-tensor and the real-run wording
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _shows_input(inputs: Mapping[str, Any], rows: int, have: int) -> bool:
+    """Whether an input is the (rows, have) operand a projection's failure shows (batch and
+    sequence axes flattened)."""
+    return any(isinstance(v, torch.Tensor) and v.dim() >= 2 and v.shape[-1] == have and v.numel() == rows * have
+               for v in inputs.values())
+
+
+def _repair_widths(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tuple[Fix, ...]:
+    """A projection fed by another layer, not by an input, reading a width that layer does not
+    produce: the config sizes the two independently where the checkpoint ties them (Llama 4's
+    vision projector reads ``intermediate_size`` features from a pixel shuffle that makes
+    ``hidden_size / ratio**2`` of them; its own default config breaks the tie). Every width field
+    of the config tree as wide as the projection reads becomes as wide as it was given. Where an
+    input is the operand the message shows, the input is what is wrong (:func:`_reshaped`)."""
+    said = _reduction(why)
+    if said is None or inputs is None:
+        return ()
+    rows, have, want = said
+    if have == want or _shows_input(inputs, rows, have):
+        return ()
+    return tuple((path, key, have, f"{key} (as wide as its input)") for path, c in _paths(cfg)
+                 for key, v in vars(c).items()
+                 if _is_int(v) and not isinstance(v, bool) and v == want and _width_like(key.lower()))
+
+
+def _repair(cfg: Any, why: str, inputs: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
     """Config changes that answer a probe failure the model's own hard-coded defaults cause.
 
     Multimodal rotary code reads ``rope_parameters.get("mrope_section", [8, 12, 12])``: a default
     written for the checkpoint's rotary dim, which the default config (and any smaller one) does
     not have. The split sizes the model asked for are scaled to the rotary dim it has; sections
-    left unset get three. Position ids counted from an unset padding id get one."""
+    left unset get three. Position ids counted from an unset padding id get one. A projection
+    between two layers whose widths the config does not tie gets them tied
+    (:func:`_repair_widths`, given the ``inputs`` the failure ran)."""
+    if widths := _repair_widths(cfg, why, inputs):
+        return widths
     if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
         # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
         return tuple((path, "pad_token_id", 1, "pad_token_id (unset)") for path, c in _paths(cfg)
@@ -2578,7 +2626,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 if layout == _EMBEDS and (plan.name, head) not in refused_ids:
                     continue  # embeddings only where the ids were refused: they skip the model's own table
                 why = _probe(model, inputs)
-                fixes = _repair(cfg, why) if why is not None else ()
+                fixes = _repair(cfg, why, inputs) if why is not None else ()
                 if fixes:
                     try:
                         with torch.device("meta"):
@@ -2619,8 +2667,13 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     real, current, tokens = real_run(current)
                     for o in _reshaped(real or "", current):  # the real run's error shows an input's shape
                         again, remade, said = real_run(_with_shapes(current, (o,), seed))
+                        more = _asked_for(model, remade, again) if again is not None else []
+                        if more:  # the reshaped input let the run on to an argument it names (PI0's
+                            # robot state, then its cameras' pixel_attention_mask)
+                            again, remade, said = real_run({**remade, **_named_inputs([*named, *more], cfg, remade,
+                                                                                      batch, seq, seed)})
                         if again is None:
-                            shaped, current, real, tokens = (*shaped, o), remade, None, said
+                            shaped, current, real, tokens, named = (*shaped, o), remade, None, said, [*named, *more]
                             break
                     asked = _asked_for(model, current, real) if real is not None else []
                     run_fixes: tuple[Fix, ...] = ()
