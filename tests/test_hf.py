@@ -1666,3 +1666,88 @@ def test_an_image_model_that_refused_every_image_layout_takes_its_image(model_ty
     assert "pixel_values" in inputs and (inputs["input_ids"] == model.config.image_token_id).sum() > 0, why
     with torch.no_grad():
         model(**inputs)
+
+
+class _TiledTower(nn.Module):
+    """Mllama-like: (batch, images, tiles, c, h, w) pixels, one aspect-ratio id per image and a mask
+    per tile, all required."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tiles = nn.Embedding(3, 4 * 8)
+        self.patch = nn.Conv2d(3, 8, 8, stride=8)
+
+    def forward(self, pixel_values: torch.Tensor, aspect_ratio_ids: torch.Tensor,
+                aspect_ratio_mask: torch.Tensor) -> torch.Tensor:
+        batch, media, tiles, c, h, w = pixel_values.shape
+        x = self.patch(pixel_values.reshape(-1, c, h, w)).flatten(2).transpose(1, 2)
+        x = x.reshape(batch * media, tiles, -1, 8) + self.tiles(aspect_ratio_ids.reshape(batch * media, -1)).reshape(
+            -1, 4, 1, 8)
+        _, _, masked = aspect_ratio_mask.shape  # one entry per tile of each image
+        return x * aspect_ratio_mask.reshape(batch * media, masked, 1, 1)
+
+
+@needs_hf
+def test_an_image_unpacked_into_more_axes_gets_them_with_its_per_image_inputs() -> None:
+    """"b, media, tiles, c, h, w = pixel_values.shape" given (b, c, h, w): the axes it lacks after
+    its batch axis, as many tiles as the config's ``max_num_tiles`` (else one), and the per-example
+    integer inputs remade per image and per tile beside it; patch rows unpacked into five axes
+    become (1, rows, c, p, p) patch images."""
+    from unitcheck.hf import _probe, _reshaped, _with_companions, _with_shapes
+
+    cfg = SimpleNamespace(max_num_tiles=4, patch_size=8)
+    inputs = {"pixel_values": torch.zeros(2, 3, 16, 16), "aspect_ratio_ids": torch.ones(2, 32, dtype=torch.long),
+              "aspect_ratio_mask": torch.ones(2, 4, dtype=torch.long)}
+    why = ("ValueError: not enough values to unpack (expected 6, got 4) [at: batch_size, num_concurrent_media, "
+           "num_tiles, num_channels, height, width = pixel_values.shape]")
+    shapes = _reshaped(why, inputs, cfg)
+    assert shapes == [("pixel_values", (2, 1, 4, 3, 16, 16)), ("pixel_values", (2, 1, 1, 3, 16, 16))]
+    with torch.device("meta"):  # as the builder probes its models
+        tower = _TiledTower().eval()
+    assert _probe(tower, inputs) is not None
+    passing = [os for os in _with_companions(inputs, shapes[0]) if _probe(tower, _with_shapes(inputs, os, 0)) is None]
+    assert passing == [(shapes[0], ("aspect_ratio_ids", (2, 1)), ("aspect_ratio_mask", (2, 1, 4)))]
+    remade = _with_shapes(inputs, passing[0], 0)
+    assert bool((remade["aspect_ratio_mask"] == 1).all())  # a mask of ones stays ones
+    rows = {"pixel_values": torch.zeros(32, 192)}
+    why = "ValueError: not enough values to unpack (expected 5, got 2) [at: b, n, c, h, w = pixel_values.shape]"
+    assert _reshaped(why, rows) == [("pixel_values", (1, 32, 3, 8, 8))]
+
+
+class _StripTower(nn.Module):
+    """MiniCPM-V-like: every image's patches in one strip one patch high, with each image's (h, w)
+    in patches as an optional argument it has no default for."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(3, 8, 8, stride=8)
+        self.pos = nn.Embedding(16, 8)
+
+    def forward(self, pixel_values: torch.Tensor, target_sizes: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.patch(pixel_values).flatten(2).transpose(1, 2)
+        count = int((target_sizes[:, 0] * target_sizes[:, 1]).sum()) if target_sizes.device.type != "meta" \
+            else x.shape[1]
+        return x + self.pos(torch.arange(count) % 16).unsqueeze(0)
+
+
+@needs_hf
+def test_an_optional_patch_grid_comes_with_packed_patches() -> None:
+    """A tower whose forward takes each image's patch grid (``target_sizes``, ``grid_thw``) with no
+    default gets packed patches with one grid row per image after the plain image, and a grid it
+    asks for by name is read from the image it has, not made up as features."""
+    from unitcheck.hf import _input_layouts, _named_inputs
+
+    cfg = SimpleNamespace(image_size=32, patch_size=8, num_channels=3)
+    tower = _StripTower().eval()
+    layouts = dict(_input_layouts(tower, cfg, "none", 2, 8, 0))
+    strip = layouts["patches+target_sizes (one strip)"]
+    assert strip["pixel_values"].shape == (1, 3, 8, 2 * 16 * 8)
+    assert strip["target_sizes"].tolist() == [[4, 4], [4, 4]]
+    assert tower(**strip).shape == (1, 32, 8)
+    assert list(layouts)[0] == "pixel_values" and "patches+target_sizes" in layouts
+    made = _named_inputs(["target_sizes", "grid_thw"], cfg, {"pixel_values": torch.zeros(2, 3, 32, 24)}, 2, 8, 0)
+    assert made["target_sizes"].tolist() == [[4, 3]] * 2 and made["grid_thw"].tolist() == [[1, 4, 3]] * 2

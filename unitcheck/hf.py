@@ -28,6 +28,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import itertools
 import math
 import os
 import re
@@ -480,11 +481,15 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
             continue
         new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
-        if decl is None and not kv_like and "rope" not in low and key not in per_layer and (
+        layer_indices = keep is not None and _int_list(value) and _int_list(new) and list(new) != list(value) \
+            and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx"))
+        if decl is None and not kv_like and "rope" not in low and key not in per_layer and not layer_indices and (
                 new is _SAME or not (_int_list(value) and _width_list(low) or low == "image_size")):
             # the class derives it (head_dim, layer_types, intermediate_size...): derive again; but
             # stage widths or an image size the class fills with constants when unset are shrunk
-            # here, or they keep their full size beside shrunk widths (Hiera's embed_dim_per_stage)
+            # here, or they keep their full size beside shrunk widths (Hiera's embed_dim_per_stage),
+            # and so are layer indices mapped onto the kept layers (Mllama's tower derives its
+            # ``intermediate_layers_indices`` as constants, [3, 7, 15, 23, 30] of two layers)
             out[key] = None
         elif new is not _SAME:
             out[key] = new
@@ -1360,6 +1365,12 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     required = _required_params(model)
     if {"grid_thw", "image_grid_thw"} & required:
         layouts.insert(0, ("patches+grid_thw", _patches_with_grid(model, cfg, required, batch, g)))
+    optional_grid = next((p for p in ("grid_thw", "image_grid_thw", "target_sizes", "tgt_sizes")
+                          if p in params and p not in required), None)
+    if optional_grid is not None and main == "pixel_values" and "pixel_values" in params:
+        # an optional patch grid: packed patches with their grid after the plain images (MiniCPM-V's
+        # and PaddleOCR-VL's towers read the grid they are given no default for)
+        layouts.extend(_packed_patches(model, cfg, optional_grid, batch, g))
     if "pixel_position_ids" in required and "pixel_values" in params:
         # patch rows with each patch's (x, y) in the grid (Gemma 4's vision tower)
         rows = _patches_with_shapes(cfg, batch, g)
@@ -1647,6 +1658,58 @@ def _patches_with_shapes(cfg: Any, batch: int, g: torch.Generator) -> dict[str, 
     }
 
 
+def _grid_axes(name: str) -> int | None:
+    """How many numbers a forward argument named ``name`` gives each image's grid of patches, where
+    its name says it holds one: Qwen's ``grid_thw`` (t, h, w), MiniCPM's ``target_sizes`` and
+    ``tgt_sizes`` (h, w); None for any other name."""
+    if name.endswith("grid_thw"):
+        return 3
+    if name in ("tgt_sizes", "target_sizes"):
+        return 2
+    return None
+
+
+def _grid_rows(name: str, side: tuple[int, int], batch: int) -> torch.Tensor:
+    """The patch grid argument ``name`` for ``batch`` images of ``side`` patches each, as image
+    processors return it: one (t, h, w) or (h, w) row per image."""
+    row = [1, *side] if _grid_axes(name) == 3 else list(side)
+    return torch.tensor([row] * batch, dtype=torch.long)
+
+
+def _patch_side(cfg: Any, inputs: Mapping[str, Any]) -> tuple[int, int]:
+    """Each image's grid in patches: the image the inputs hold in (batch, channels, height, width)
+    over the config's patch size, else the configured image size over it."""
+    vc = _vision_cfg(cfg)
+    patch = _find(vc, "patch_size")
+    patch = int(patch) if _is_int(patch) else 16
+    images = inputs.get("pixel_values")
+    if isinstance(images, torch.Tensor) and images.dim() == 4 and images.shape[-1] % patch == images.shape[-2] % patch == 0:
+        return int(images.shape[-2]) // patch, int(images.shape[-1]) // patch
+    h, w = _side(_get(vc, "image_size", None), 4 * patch)
+    return max(1, h // patch), max(1, w // patch)
+
+
+def _packed_patches(model: nn.Module, cfg: Any, grid: str, batch: int, g: torch.Generator
+                    ) -> list[tuple[str, dict[str, Any]]]:
+    """Towers whose forward takes an optional patch grid (``grid``) of packed images: every image's
+    patches in one example, with one grid row per image; as flattened patch rows (PaddleOCR-VL's
+    tower, which views them as patch images), and as the strip of patches one patch high that
+    MiniCPM-V's processor packs (1, channels, patch, patches * patch), the grid's usual one first."""
+    rows = _patches_with_grid(model, cfg, {grid, "pixel_values"}, batch, g)
+    patches = rows["pixel_values"]
+    vc = _vision_cfg(cfg)
+    patch = _find(vc, "patch_size")
+    patch = int(patch) if _is_int(patch) else 14
+    chans = _find(vc, "in_channels", "in_chans", "num_channels")
+    chans = int(chans) if _is_int(chans) else 3
+    strip = torch.randn(1, chans, patch, patches.shape[0] * patch, generator=g)
+    packed = [(f"patches+{grid}", rows), (f"patches+{grid} (one strip)", {"pixel_values": strip, grid: rows[grid]})]
+    # a (t, h, w) grid comes with rows (Qwen's processors), an (h, w) one with the strip (NaViT
+    # packers'): the other after (rows, remade as patch images, also run the strip's tower where
+    # its position table broadcasts one patch per image over all the positions)
+    return packed if _grid_axes(grid) == 3 else packed[::-1]
+
+
 def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: int, g: torch.Generator) -> dict[str, Any]:
     """Qwen-style vision towers take flattened patches and a (t, h, w) grid per image."""
     vc = _vision_cfg(cfg)
@@ -1659,11 +1722,12 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
     chans = _find(vc, "in_channels", "in_chans", "num_channels")
     chans = int(chans) if _is_int(chans) else 3
     side = 2 * merge
-    grid_name = "grid_thw" if "grid_thw" in required else "image_grid_thw"
+    grid_name = next((r for r in ("grid_thw", "image_grid_thw", "target_sizes", "tgt_sizes") if r in required),
+                     "image_grid_thw")
     patches_name = next((r for r in ("hidden_states", "pixel_values") if r in required), "pixel_values")
     return {
         patches_name: torch.randn(batch * side * side, chans * temporal * patch * patch, generator=g),
-        grid_name: torch.tensor([[1, side, side]] * batch),
+        grid_name: _grid_rows(grid_name, (side, side), batch),
     }
 
 
@@ -2078,6 +2142,10 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             out[name] = shown
         elif (kinds := _modalities(name, cfg, ids)) is not None:
             out[name] = kinds
+        elif _grid_axes(name):  # each image's grid of patches, read from its pixels (or the config)
+            images = inputs.get("pixel_values")
+            count = int(images.shape[0]) if isinstance(images, torch.Tensor) and images.dim() == 4 else batch
+            out[name] = _grid_rows(name, _patch_side(cfg, inputs), count)
         elif low.endswith("mask"):
             out[name] = torch.ones(batch, n, dtype=torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
@@ -2183,6 +2251,8 @@ _TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater 
 _NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[[\d, ]*\], but got input of size "
                          r"torch.Size\(\[([\d, ]+)\]\)")
 _UNPACK = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)")
+# the statement a failure names unpacks a tensor's shape: the names of its axes and the tensor's
+_SHAPE_READ = re.compile(r"\[at: ([\w, ]+) = (\w+)\.shape\]")
 _MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
@@ -2191,7 +2261,17 @@ _SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to
 _LATENT_FRAMES = 16
 
 
-def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+def _axis_size(cfg: Any, axis: str) -> int:
+    """How large an axis named ``axis`` (``num_tiles``) is: the config's int field of that name or
+    ending in it (``max_num_tiles``), else 1."""
+    for c in _walk(cfg) if cfg is not None else ():
+        for k, v in vars(c).items():
+            if _is_int(v) and 0 < v <= 64 and (k == axis or k.endswith(f"_{axis}")):
+                return int(v)
+    return 1
+
+
+def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tuple[str, tuple[int, ...]]]:
     """Shapes for an input that a probe failure in the layer reading it asks for: a conv's
     "expected input[2, 16, 70] to have 1 channels" (channels first, or the input transposed), a
     layer norm's "normalized_shape=[8] ... got input of size [2, 16, 64]" (features as wide), a
@@ -2242,17 +2322,34 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
             out.append(("attention_mask", (shape[0], shape[3])))
     m = _CONV_RANK.search(why)
     unpacked = _UNPACK.search(why)
-    if m or (unpacked and int(unpacked.group(1)) - int(unpacked.group(2)) == 2):
-        # patch rows (n, c * p * p) where a conv patch embedding wants patch images (n, c, p, p)
-        # (PaddleOCR-VL's tower unpacks (batch, patches, c, h, w) from them with a batch axis added)
+    more = int(unpacked.group(1)) - int(unpacked.group(2)) if unpacked else 0  # axes the unpacking lacks
+    if m or more >= 2:
+        # patch rows (n, c * p * p) where a conv patch embedding wants patch images (n, c, p, p),
+        # with as many leading axes as the unpacking lacks besides (PaddleOCR-VL's model adds its
+        # tower's batch axis, (batch, patches, c, h, w); its tower alone takes (1, n, c, p, p))
         for name, v in floats.items():
             if v.dim() == 2 and (m is None or tuple(v.shape) == (int(m.group(1)), int(m.group(2)))):
                 rows, feats = (int(x) for x in v.shape)
                 for c in (3, 1):
                     p = round((feats / c) ** 0.5)
                     if c * p * p == feats:
-                        out.append((name, (rows, c, p, p)))
+                        out.append((name, (*(1,) * max(0, more - 2), rows, c, p, p)))
                         break
+    if unpacked and more >= 1:
+        # an image unpacked into more axes than it has ("b, media, tiles, c, h, w = pixel_values.shape"
+        # given (b, c, h, w)): the axes it lacks after its batch axis, each as large as the config
+        # field ending in its name says (Mllama's ``max_num_tiles``), else 1
+        read = _SHAPE_READ.search(why)
+        axes = [a.strip() for a in read.group(1).split(",")] if read else []
+        have = int(unpacked.group(2))
+        named = {read.group(2)} & set(floats) if read and len(axes) == have + more else set()
+        for name in named or [k for k, v in floats.items() if v.dim() >= 3]:
+            v = floats[name]
+            if v.dim() != have or v.dim() < 3:  # patch rows are remade as patch images above
+                continue
+            by_config = tuple(_axis_size(cfg, a) for a in axes[1:1 + more]) if axes else (1,) * more
+            for lacking in dict.fromkeys([by_config, (1,) * more]):
+                out.append((name, (int(v.shape[0]), *lacking, *(int(d) for d in v.shape[1:]))))
     if _TOO_SMALL.search(why):
         # a pooling or patching layer deep in the model left with less than its window: a larger
         # image, twice and four times the side (the shrunk config does not tie the image size)
@@ -2285,6 +2382,30 @@ def _reshaped(why: str, inputs: Mapping[str, Any]) -> list[tuple[str, tuple[int,
     return out
 
 
+def _with_companions(inputs: Mapping[str, Any], o: tuple[str, tuple[int, ...]]
+                     ) -> list[tuple[tuple[str, tuple[int, ...]], ...]]:
+    """``o`` alone, then with the integer inputs given per example remade per item of the axes
+    ``o`` adds after the batch axis: Mllama's (batch, images, tiles, c, h, w) pixels come with
+    ``aspect_ratio_ids`` per image (batch, images) and ``aspect_ratio_mask`` per tile (batch,
+    images, tiles); each such input at each prefix of the new leading axes."""
+    name, shape = o
+    v = inputs.get(name)
+    out: list[tuple[tuple[str, tuple[int, ...]], ...]] = [(o,)]
+    if not isinstance(v, torch.Tensor) or len(shape) <= v.dim() or shape[0] != v.shape[0] \
+            or tuple(shape[len(shape) - v.dim() + 1:]) != tuple(v.shape[1:]):
+        return out
+    lead = shape[:len(shape) - v.dim() + 1]  # the batch axis and the axes added after it
+    others = [k for k, t in inputs.items() if k != name and isinstance(t, torch.Tensor) and not t.is_floating_point()
+              and t.dim() >= 1 and t.shape[0] == shape[0] and t.dim() < len(lead) and not k.endswith("input_ids")][:3]
+    options = [[None, *(lead[:n] for n in range(2, len(lead) + 1) if lead[:n] != tuple(inputs[k].shape))]
+               for k in others]
+    for pick in itertools.product(*options):
+        extra = tuple((k, tuple(s)) for k, s in zip(others, pick) if s is not None)
+        if extra:
+            out.append((o, *extra))
+    return out
+
+
 def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, ...]], ...], seed: int) -> dict[str, Any]:
     g = torch.Generator().manual_seed(seed)
     out = dict(inputs)
@@ -2294,6 +2415,8 @@ def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, 
             out[name] = torch.ones(shape, dtype=torch.long)
         elif old.is_floating_point():
             out[name] = torch.randn(shape, generator=g, dtype=old.dtype)
+        elif old.numel() and bool((old == old.flatten()[0]).all()):  # a mask of ones stays ones
+            out[name] = torch.full(shape, int(old.flatten()[0]), dtype=old.dtype)
         else:  # ids keep their range
             out[name] = torch.randint(0, max(2, int(old.max()) + 1), shape, generator=g, dtype=old.dtype)
     return out
@@ -2649,13 +2772,15 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 for _ in range(2):  # the layer reading an input says the shape it wants
                     if why is None:
                         break
-                    results = [((*shaped, o), t, _probe(model, t))
-                               for o in _reshaped(why, current) for t in [_with_shapes(current, (o,), seed)]]
+                    results = [((*shaped, *os), t, _probe(model, t)) for o in _reshaped(why, current, cfg)
+                               for os in _with_companions(current, o) for t in [_with_shapes(current, os, seed)]]
                     best = next((r for r in results if r[2] is None), None) or next((r for r in results if r[2] != why), None)
                     if best is None:
                         break
                     shaped, current, why = best
-                same_inputs = stopped is None or (stopped[1] == frozenset(inputs) and stopped[0].head == head)
+                # layouts holding every input the first stopped one holds (MiniCPM-V's packed patches
+                # with their grid, after the image alone): a real run trades no input away
+                same_inputs = stopped is None or (stopped[1] <= frozenset(inputs) and stopped[0].head == head)
                 if why is not None and limited is None and same_inputs and any(k in why for k in _PROBE_LIMITS):
                     # export may manage it; where fake tensors cannot decide, a real run decides
                     # between layouts of the same inputs (a waveform with or without its channel
@@ -2665,7 +2790,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped),
                                    frozenset(inputs))
                     real, current, tokens = real_run(current)
-                    for o in _reshaped(real or "", current):  # the real run's error shows an input's shape
+                    for o in _reshaped(real or "", current, cfg):  # the real run's error shows an input's shape
                         again, remade, said = real_run(_with_shapes(current, (o,), seed))
                         more = _asked_for(model, remade, again) if again is not None else []
                         if more:  # the reshaped input let the run on to an argument it names (PI0's
