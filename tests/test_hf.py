@@ -214,6 +214,22 @@ def test_layer_indices_into_a_sibling_config_follow_its_shrink() -> None:
 
 
 @needs_hf
+def test_indices_of_layers_read_are_mapped_and_lists_of_layer_kinds_derived() -> None:
+    """Mllama's vision tower reads the outputs of layers [3, 7, 15, 23, 30]: after the shrink the
+    indices name layers it has (derived again, they overran two layers and the tower failed). Its
+    text model's ``cross_attention_layers`` say which layers are of another kind, one in five:
+    mapped onto two kept layers they made both cross-attention layers, which skip without images
+    (the traced text model computed nothing: 196 nodes became 68, no violation left to find)."""
+    from unitcheck.hf import make_config
+
+    vision = make_config("mllama_vision_model")
+    n = vision.num_hidden_layers
+    assert vision.intermediate_layers_indices and all(0 <= i < n for i in vision.intermediate_layers_indices)
+    text = make_config("mllama_text_model")
+    assert len([i for i in text.cross_attention_layers if i < text.num_hidden_layers]) < text.num_hidden_layers
+
+
+@needs_hf
 def test_a_compound_scaled_network_shrinks_to_its_base() -> None:
     """EfficientNet-B7 and ALIGN's vision tower list their base network's channels, which the
     model multiplies by ``width_coefficient`` beside a stem width it hard-codes (32): scaling the

@@ -482,14 +482,16 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
         new = _shrink_field(key, low, value, values, shrink, ratio=ratio, head_ratio=head_ratio, heads0=heads0,
                             new_heads=new_heads, layer=layer, keep=keep, n_layers=n_layers)
         layer_indices = keep is not None and _int_list(value) and _int_list(new) and list(new) != list(value) \
-            and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx"))
+            and low.endswith(("indexes", "indices", "layer_ids", "layer_idx"))  # layers read, not layer kinds
         if decl is None and not kv_like and "rope" not in low and key not in per_layer and not layer_indices and (
                 new is _SAME or not (_int_list(value) and _width_list(low) or low == "image_size")):
             # the class derives it (head_dim, layer_types, intermediate_size...): derive again; but
             # stage widths or an image size the class fills with constants when unset are shrunk
             # here, or they keep their full size beside shrunk widths (Hiera's embed_dim_per_stage),
-            # and so are layer indices mapped onto the kept layers (Mllama's tower derives its
-            # ``intermediate_layers_indices`` as constants, [3, 7, 15, 23, 30] of two layers)
+            # and so are indices of layers read, mapped onto the kept layers (Mllama's tower derives
+            # its ``intermediate_layers_indices`` as constants, [3, 7, 15, 23, 30] of two layers);
+            # lists of layers of another kind (``cross_attention_layers``, one in five) are derived
+            # again: mapped, they made every kept layer of that kind
             out[key] = None
         elif new is not _SAME:
             out[key] = new
