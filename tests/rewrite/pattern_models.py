@@ -1049,3 +1049,22 @@ class EntropyHeadLM(SplitKeyLM):
 
 def entropy_head_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(EntropyHeadLM)
+
+
+class LogNormalisedGateMLP(nn.Module):
+    """Inkling's router: per-expert log-sigmoid scores normalised by their own logsumexp
+    (``exp(s - logsumexp(s))``), weighting two experts."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.gate = nn.Linear(cfg.n_embd, 2, bias=False)
+        self.experts = nn.ModuleList(MLP(cfg) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = torch.nn.functional.logsigmoid(self.gate(x))
+        w = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))
+        return sum(w[..., i : i + 1] * e(x) for i, e in enumerate(self.experts))  # type: ignore[return-value]
+
+
+def log_normalised_gate_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, None, LogNormalisedGateMLP)

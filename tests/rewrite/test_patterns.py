@@ -26,6 +26,7 @@ from .pattern_models import (
     gated_residual_lm,
     gated_skip_lm,
     linear_scan_lm,
+    log_normalised_gate_lm,
     media_tokens_lm,
     mixed_gate_lm,
     mixer_lm,
@@ -562,3 +563,14 @@ def test_logits_log_normalised_by_their_own_logsumexp() -> None:
     assert not [line for line in res.gct.log if "logsumexp" in line], res.gct.log
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_an_activation_log_normalised_by_its_own_logsumexp() -> None:
+    """Inkling's router normalises ``logsigmoid(gate(h))`` by its own logsumexp: that is an
+    activation's output, not a projection, so the activations rule keeps it (taken for logits,
+    it was left: "logsumexp of a unitful value that is not a linear projection")."""
+    model, inputs = log_normalised_gate_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert any(line.startswith("[activations] log_sigmoid(linear@mlp.gate)") for line in res.gct.log), res.gct.log
+    assert infer_units(res.module, inputs).violations == []

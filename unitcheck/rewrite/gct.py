@@ -859,11 +859,14 @@ def _statistic_of(b: Any, x: Any) -> bool:
 
 
 def _log_normaliser(n: fx.Node) -> bool:
-    """Is ``n`` a statistic subtracted from its own argument (``x - logsumexp(x)``: log-softmax
-    written out, as ``torch.distributions.Categorical(logits=x)`` does)? The softmax after it, or
-    the logits' projection, is the interface; C of its argument alone would break the identity."""
+    """Is ``n`` a statistic subtracted from its own argument, a linear projection (``x -
+    logsumexp(x)``: log-softmax written out, as ``torch.distributions.Categorical(logits=x)``
+    does)? The projection is the interface; C of the statistic's argument alone would break the
+    identity. (Inkling's router log-normalises ``logsigmoid(...)``: an activation's output, left
+    to the activations rule.)"""
     x = n.args[0] if n.args else None
-    return base_name(n) in _NORMALISERS and any(
+    src = _projection(x) if base_name(n) in _NORMALISERS else None
+    return src is not None and base_name(src) == "linear" and any(
         base_name(u) == "sub" and u.args[0] is x and _statistic_of(u.args[1], x)
         for u in users_through_views(n))
 
