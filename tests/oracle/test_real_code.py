@@ -1039,3 +1039,23 @@ def test_attention_with_unitful_logits_keeps_the_unit_of_its_values() -> None:
     rows = {r.generator.split(":")[-1].split(".")[0]: r for r in res.fingerprint or []}
     assert rows["v"].predicted_gauge and rows["v"].match
     assert not rows["q"].predicted_gauge and rows["q"].match
+
+
+class BetaTime(nn.Module):
+    """PI0: a flow-matching time drawn from a Beta distribution in forward (``dist.sample``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(4, 3)
+        self.alpha = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        t = torch.distributions.Beta(self.alpha, torch.tensor(1.0)).sample((x.shape[0],))
+        return F.cross_entropy(self.head(x) * t[:, None], y)
+
+
+def test_an_op_without_a_derivative_is_a_one_line_refusal() -> None:
+    """Autograd has no derivative for the Beta draw (aten::_sample_dirichlet): the gradients
+    cannot be measured, which the oracle says (an OracleError, exit 2), not an internal error."""
+    with pytest.raises(oracle.OracleError, match="gradients cannot be measured.*_sample_dirichlet"):
+        oracle.verify(BetaTime(), (torch.randn(5, 4), torch.randint(0, 3, (5,))), with_fingerprint=True)

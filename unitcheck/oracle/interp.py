@@ -389,7 +389,14 @@ def run_with_grads(
     wanted = set(wrt) if wrt is not None else None
     nodes = [n for n, v in env.items() if n.op != "output" and (wanted is None or n in wanted)
              and is_value(v) and v.requires_grad]
-    grads = torch.autograd.grad(obj, [env[n] for n in nodes], allow_unused=True)
+    try:
+        grads = torch.autograd.grad(obj, [env[n] for n in nodes], allow_unused=True)
+    except RuntimeError as err:
+        if "derivative for" not in str(err):
+            raise
+        # an op autograd cannot differentiate (PI0's Beta draw, aten::_sample_dirichlet): no
+        # gradient unit and no fingerprint can be measured through it
+        raise OracleError(f"the gradients cannot be measured: {str(err).splitlines()[0]}") from None
     return GradRun(env, {n: g for n, g in zip(nodes, grads) if g is not None}, obj, interp.raised)
 
 
