@@ -1860,8 +1860,8 @@ def _zeroed_cpu_copy(model: nn.Module) -> nn.Module:
     return real
 
 
-_FEATURES_SAID = re.compile(r"(?P<kind>\w+) features and \w+ tokens do not match, tokens: \d+, "
-                            r"features: (?P<count>\d+)")
+_FEATURES_SAID = re.compile(r"(?P<kind>\w+) features and \w+ tokens do not match[,:] tokens: \d+, "
+                            r"features:? (?P<count>\d+)")  # Idefics3's wording has no comma and no colon
 
 
 def _count_from_check(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], token: int) -> int | None:
@@ -2700,24 +2700,38 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
 
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
 
-    def real_run(inputs: dict[str, Any]) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
-        """A real run of the candidate, and where it failed for want of media tokens in the text,
-        of the text holding them: its failure, the inputs it ran, the tokens it added."""
-        real = _real_run(tf, head, cfg, inputs, seed, model)
-        said = _tokens_said(real or "", cfg, inputs)
+    def real_run(inputs: dict[str, Any], config: Any = None, asked: list[str] | None = None
+                 ) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
+        """A real run of the candidate (of ``config``, else the plan's), and where it failed for
+        want of media tokens in the text, of the text holding them: its failure, the inputs it
+        ran, the tokens it added."""
+        config = cfg if config is None else config
+        real = _real_run(tf, head, config, inputs, seed, model)
+        said = _tokens_said(real or "", config, inputs)
         for _ in range(2):
             if said is None:
                 break
-            remade = _with_tokens(inputs, cfg, said)
-            remade.update(_named_inputs(named, cfg, remade, batch, seq, seed))  # masks as long as the text
-            again = _real_run(tf, head, cfg, remade, seed, model)
+            remade = _with_tokens(inputs, config, said)  # masks as long as the text:
+            remade.update(_named_inputs(named if asked is None else asked, config, remade, batch, seq, seed))
+            again = _real_run(tf, head, config, remade, seed, model)
             if again is None:
                 return None, remade, said
             # the same count again: the message counted numbers, not feature vectors (Mistral 3's
             # "tokens: 2048, features: 2048" for 64 vectors as wide as its text embeddings)
-            width = _embedding_width(model) if _tokens_said(again, cfg, inputs) == said else 0
+            width = _embedding_width(model) if _tokens_said(again, config, inputs) == said else 0
             said = (said[0], said[1] // width) if width and said[1] % width == 0 else None
         return real, inputs, None
+
+    def media_tokens(inputs: dict[str, Any], config: Any, named: list[str]) -> tuple[str, int] | None:
+        """Media beside text that passed on fake tensors, which defer the check that the text holds
+        one token per feature: a real run counts them (Granite Docling's images and Granite
+        Speech's audio came with none, and the CPU example failed)."""
+        if "input_ids" not in inputs or not _runs_on_cpu(model) or not any(
+                isinstance(v, torch.Tensor) and v.is_floating_point() for v in inputs.values()):
+            return None
+        real, _, said = real_run(inputs, config, named)
+        return said if real is None else None
+
     for plan in PLANS:
         failures: set[str] = set()
         try:
@@ -2759,7 +2773,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                             repaired = _instantiate(tf, head, _apply_fixes(cfg, fixes))
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
-                            choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes))
+                            choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes),
+                                             tokens=media_tokens(inputs, _apply_fixes(cfg, fixes), []))
                             _CHOICES[key] = limited if limited and drops_limited(inputs) else choice
                             return _CHOICES[key]
                     except Exception as err:
@@ -2827,7 +2842,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed)}
                         if _probe(model, remade) is None:
                             named, current = [*named, *asked], remade
-                    choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped)
+                    choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped,
+                                     media_tokens(current, cfg, named))
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
