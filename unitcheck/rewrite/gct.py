@@ -54,6 +54,7 @@ from .patterns import (
     describe,
     scalar,
     through_casts,
+    through_moves,
     users_through_casts,
 )
 
@@ -477,24 +478,18 @@ def _contractions(ctx: RewriteContext, mask: fx.Node, memo: dict[fx.Node, bool])
     """The products of data with a parameter bank that a unitful mask is made of, walking up
     through its unitful operands (gathers, fills, selects, moves); None where the way ends at a
     unitful value that is no such product (a unit the rule does not know how to remove)."""
-    found: list[fx.Node] = []
-    stack, seen = [mask], {mask}
-    while stack:
-        n = stack.pop()
-        if base_name(n) in ("matmul", "linear", "mm", "bmm") and len(n.args) >= 2 \
-                and all(isinstance(a, fx.Node) for a in n.args[:2]):
-            x, t = n.args[0], n.args[1]
-            if _data_dependent(ctx, x, memo) and not _data_dependent(ctx, t, memo):  # type: ignore[arg-type]
-                found.append(n)
-                continue
-        ups = [p for p in n.all_input_nodes if _unitful(p) and not _size(p)]
-        if not ups and n is not mask and _data_dependent(ctx, n, memo):
-            return None
-        for p in ups:
-            if p not in seen:
-                seen.add(p)
-                stack.append(p)
-    return found
+    def product(n: fx.Node) -> bool:
+        x, t = (n.args + (None, None))[:2]
+        return base_name(n) in ("matmul", "linear", "mm", "bmm") and isinstance(x, fx.Node) \
+            and isinstance(t, fx.Node) and _data_dependent(ctx, x, memo) and not _data_dependent(ctx, t, memo)
+
+    def unitful_inputs(n: fx.Node) -> list[fx.Node]:
+        return [] if product(n) else [p for p in n.all_input_nodes if _unitful(p) and not _size(p)]
+
+    walked = ancestors([mask], unitful_inputs)
+    if any(not product(n) and not unitful_inputs(n) and _data_dependent(ctx, n, memo) for n in walked - {mask}):
+        return None
+    return sorted((n for n in walked if product(n)), key=lambda n: n.name)  # a set's order is not stable
 
 
 def attention_bias(ctx: RewriteContext) -> None:
@@ -611,8 +606,7 @@ def _query_terms(ctx: RewriteContext, q: fx.Node, terms: list[fx.Node]) -> list[
 def _scaled_by(q: Any) -> float | None:
     """The constant a query was scaled by before its heads were split (XGLM's
     ``q_proj(h) * d^-0.5``), looking through moves; None if it was not."""
-    while isinstance(q, fx.Node) and base_name(q) in MOVEMENT_OPS:
-        q = q.args[0]
+    q = through_moves(q)
     factor = q.args[1] if isinstance(q, fx.Node) and base_name(q) == "mul" and len(q.args) == 2 else None
     return float(factor) if isinstance(factor, (int, float)) and scalar(factor) else None
 
@@ -851,8 +845,7 @@ _NORMALISERS = ("logsumexp", "amax", "max")
 
 def _statistic_of(b: Any, x: Any) -> bool:
     """Is ``b`` a statistic of ``x`` that log-normalises it (``logsumexp(x)``, ``amax(x)``), through moves?"""
-    while isinstance(b, fx.Node) and base_name(b) in MOVEMENT_OPS and base_name(b) != "getitem":
-        b = b.args[0]
+    b = through_moves(b, but=("getitem",))
     if isinstance(b, fx.Node) and base_name(b) == "getitem" and isinstance(b.args[0], fx.Node):
         b = b.args[0]  # max(x, dim) returns (values, indices)
     return isinstance(b, fx.Node) and base_name(b) in _NORMALISERS and bool(b.args) and b.args[0] is x
@@ -938,8 +931,7 @@ def _stacked_projections(node: Any) -> tuple[fx.Node | None, list[fx.Node] | Non
     """Per-position heads stacked into one logits tensor (CSM's codebook heads:
     ``stack([linear(h[:, i], W_i) for i])``): the stack, and each part's own linear projection
     (None where a part is not one)."""
-    while isinstance(node, fx.Node) and base_name(node) in MOVEMENT_OPS and base_name(node) not in ("stack", "cat"):
-        node = node.args[0]
+    node = through_moves(node, but=("stack", "cat"))
     if not (isinstance(node, fx.Node) and base_name(node) in ("stack", "cat") and isinstance(node.args[0], (list, tuple))):
         return None, None
     parts = [_projection(p) for p in node.args[0]]
@@ -949,9 +941,7 @@ def _stacked_projections(node: Any) -> tuple[fx.Node | None, list[fx.Node] | Non
 
 
 def _on_stream(ctx: RewriteContext, h: Any) -> bool:
-    while isinstance(h, fx.Node) and base_name(h) in MOVEMENT_OPS:
-        h = h.args[0]
-    return h in ctx.state.get("stream", ())
+    return through_moves(h) in ctx.state.get("stream", ())
 
 
 def _dimensionless_linear(ctx: RewriteContext, src: fx.Node, gain_name: str, why: str) -> str:

@@ -41,7 +41,7 @@ from ..canonical import canonical
 from ..fxutil import MOVEMENT_OPS, base_name
 from ..record import record
 from ..units import Unit
-from .patterns import RewriteContext, attention_scores, describe, through_casts
+from .patterns import RewriteContext, attention_scores, describe, through_casts, through_moves
 
 __all__ = ["mixed_parts"]
 
@@ -127,9 +127,8 @@ def _logit_heads(join: fx.Node) -> bool:
     parts = join.args[0]
     if not isinstance(parts, (list, tuple)) or not parts:
         return False
-    for p in parts:
-        while isinstance(p, fx.Node) and base_name(p) in MOVEMENT_OPS:
-            p = p.args[0]
+    for part in parts:
+        p = through_moves(part)
         if not (isinstance(p, fx.Node) and base_name(p) == "linear"):
             return False
     stack, seen = [join], {join}

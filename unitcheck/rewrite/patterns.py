@@ -20,7 +20,7 @@ from ..canonical import canonical, orthogonal
 from ..fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, elementwise_extreme, module_path
 from ..unitgraph import UnitGraph
 
-__all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "set_attr", "attention_scores", "scalar"]
+__all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "through_moves", "set_attr", "attention_scores", "scalar"]
 
 
 
@@ -108,6 +108,15 @@ def set_attr(root: nn.Module, qualified: str, value: torch.Tensor | nn.Module) -
 def through_casts(node: fx.Node) -> fx.Node:
     """The value a chain of casts/copies/asserts forwards (first argument)."""
     while base_name(node) in IDENTITY_OPS and node.args and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+    return node
+
+
+def through_moves(node: Any, but: Iterable[str] = ()) -> Any:
+    """The value a chain of moves (views, transposes, casts, ``getitem``...) reads, stopping at
+    the ops named in ``but``; a non-node is returned as it is."""
+    stop = set(but)
+    while isinstance(node, fx.Node) and base_name(node) in MOVEMENT_OPS and base_name(node) not in stop:
         node = node.args[0]
     return node
 
