@@ -1260,6 +1260,12 @@ def _find(cfg: Any, *keys: str) -> Any:
     return None
 
 
+def _find_int(cfg: Any, *keys: str, default: int) -> int:
+    """:func:`_find` for a count (a patch size, channels): ``default`` where it is unset or not an int."""
+    v = _find(cfg, *keys)
+    return int(v) if _is_int(v) else default
+
+
 def _vision_cfg(cfg: Any) -> Any:
     for c in _walk(cfg):
         if _get(c, "image_size", None) is not None or _get(c, "patch_size", None) is not None:
@@ -1556,8 +1562,7 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
     ``marks`` index rows from 1), then float features as wide as the model (masks are added
     separately)."""
     seq = ids.shape[1]
-    width = _find(cfg, "hidden_size", "d_model", "n_embd", "embed_dim")
-    width = int(width) if _is_int(width) else 64
+    width = _find_int(cfg, "hidden_size", "d_model", "n_embd", "embed_dim", default=64)
     for name in sorted(required - set(inputs)):
         if name.endswith("mask"):
             continue
@@ -1648,10 +1653,8 @@ def _with_masks(name: str, inputs: dict[str, Any], required: set[str],
 def _patches_with_shapes(cfg: Any, batch: int, g: torch.Generator) -> dict[str, Any]:
     """NaFlex-style vision towers take patch rows, each image's (h, w) in patches and a mask."""
     vc = _vision_cfg(cfg)
-    patch = _find(vc, "patch_size")
-    patch = int(patch) if _is_int(patch) else 16
-    chans = _find(vc, "num_channels")
-    chans = int(chans) if _is_int(chans) else 3
+    patch = _find_int(vc, "patch_size", default=16)
+    chans = _find_int(vc, "num_channels", default=3)
     side = 4
     return {
         "pixel_values": torch.randn(batch, side * side, chans * patch * patch, generator=g),
@@ -1682,8 +1685,7 @@ def _patch_side(cfg: Any, inputs: Mapping[str, Any]) -> tuple[int, int]:
     """Each image's grid in patches: the image the inputs hold in (batch, channels, height, width)
     over the config's patch size, else the configured image size over it."""
     vc = _vision_cfg(cfg)
-    patch = _find(vc, "patch_size")
-    patch = int(patch) if _is_int(patch) else 16
+    patch = _find_int(vc, "patch_size", default=16)
     images = inputs.get("pixel_values")
     if isinstance(images, torch.Tensor) and images.dim() == 4 and images.shape[-1] % patch == images.shape[-2] % patch == 0:
         return int(images.shape[-2]) // patch, int(images.shape[-1]) // patch
@@ -1700,10 +1702,8 @@ def _packed_patches(model: nn.Module, cfg: Any, grid: str, batch: int, g: torch.
     rows = _patches_with_grid(model, cfg, {grid, "pixel_values"}, batch, g)
     patches = rows["pixel_values"]
     vc = _vision_cfg(cfg)
-    patch = _find(vc, "patch_size")
-    patch = int(patch) if _is_int(patch) else 14
-    chans = _find(vc, "in_channels", "in_chans", "num_channels")
-    chans = int(chans) if _is_int(chans) else 3
+    patch = _find_int(vc, "patch_size", default=14)
+    chans = _find_int(vc, "in_channels", "in_chans", "num_channels", default=3)
     strip = torch.randn(1, chans, patch, patches.shape[0] * patch, generator=g)
     packed = [(f"patches+{grid}", rows), (f"patches+{grid} (one strip)", {"pixel_values": strip, grid: rows[grid]})]
     # a (t, h, w) grid comes with rows (Qwen's processors), an (h, w) one with the strip (NaViT
@@ -1715,14 +1715,10 @@ def _packed_patches(model: nn.Module, cfg: Any, grid: str, batch: int, g: torch.
 def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: int, g: torch.Generator) -> dict[str, Any]:
     """Qwen-style vision towers take flattened patches and a (t, h, w) grid per image."""
     vc = _vision_cfg(cfg)
-    patch = _find(vc, "patch_size")
-    patch = int(patch) if _is_int(patch) else 14
-    temporal = _find(vc, "temporal_patch_size")
-    temporal = int(temporal) if _is_int(temporal) else 1
-    merge = _find(vc, "spatial_merge_size", "merge_size")
-    merge = int(merge) if _is_int(merge) else 2
-    chans = _find(vc, "in_channels", "in_chans", "num_channels")
-    chans = int(chans) if _is_int(chans) else 3
+    patch = _find_int(vc, "patch_size", default=14)
+    temporal = _find_int(vc, "temporal_patch_size", default=1)
+    merge = _find_int(vc, "spatial_merge_size", "merge_size", default=2)
+    chans = _find_int(vc, "in_channels", "in_chans", "num_channels", default=3)
     side = 2 * merge
     grid_name = next((r for r in ("grid_thw", "image_grid_thw", "target_sizes", "tgt_sizes") if r in required),
                      "image_grid_thw")
