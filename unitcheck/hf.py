@@ -2725,6 +2725,10 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         if "input_ids" not in inputs or not _runs_on_cpu(model) or not any(
                 isinstance(v, torch.Tensor) and v.is_floating_point() for v in inputs.values()):
             return None
+        ids = inputs["input_ids"]
+        held = (_find(config, f"{kind}_token_id", f"{kind}_token_index") for kind in ("image", "video", "audio"))
+        if isinstance(ids, torch.Tensor) and any(_is_int(t) and bool((ids == int(t)).any()) for t in held):
+            return None  # the layout placed its tokens already (LLaVA's counted images): nothing to count
         real, _, said = real_run(inputs, config, named)
         return said if real is None else None
 
