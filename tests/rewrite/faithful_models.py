@@ -207,6 +207,20 @@ class StraightThrough(nn.Module):
         return y.pow(2).mean()
 
 
+class BetaDraw(nn.Module):
+    """PI0's flow-matching time in small: ``Beta(...).sample`` applies torch's own
+    ``autograd.Function`` (``torch.distributions.dirichlet._Dirichlet``) without grad."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(4, 3)
+        self.alpha = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.distributions.Beta(self.alpha, torch.tensor(1.0)).sample((x.shape[0],))
+        return (self.head(x) * t[:, None]).square().mean()
+
+
 class _Recomputed(torch.autograd.Function):
     """Reformer's reversible layers in small: the forward runs the layers without grad, the
     backward runs them again with grad (so a traced forward has no gradient at all), and it

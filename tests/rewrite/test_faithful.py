@@ -24,6 +24,7 @@ from unitcheck.tracer import TraceError, trace
 from .faithful_models import (
     ROUNDING_KERNELS,
     AssertsNoNaN,
+    BetaDraw,
     BranchesOnAKeptSize,
     ChunksOfItsOwn,
     ClampsItsInput,
@@ -520,6 +521,17 @@ def test_autograd_functions_keep_their_backward(configured: bool) -> None:
     res = rewrite(model, (x,), to="identity")
     assert ("ConfiguredThrough" if configured else "RoundThrough") in res.source
     assert same_computation(model, res.module, (x,), training=True)
+
+
+def test_a_function_from_a_torch_module_is_imported_from_it() -> None:
+    """PI0: the Beta draw's ``_Dirichlet.apply`` was written as the attribute path
+    ``torch.distributions.dirichlet._Dirichlet_apply``, which does not exist (an internal error
+    in the zoo's null rewrite)."""
+    model, x = BetaDraw(), torch.randn(5, 4)
+    res = rewrite(model, (x,), to="identity")
+    assert "from torch.distributions.dirichlet import _Dirichlet as" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training
 
 
 def test_a_module_applying_a_function_generated_code_cannot_call_is_kept_whole() -> None:

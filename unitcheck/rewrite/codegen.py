@@ -446,14 +446,18 @@ _APPLIERS: dict[type, Any] = {}
 
 def _applier(cls: type) -> Any:
     """A stand-in for ``cls.apply`` that FX names after ``cls`` (a bound classmethod would be
-    spelled ``torch.autograd.function.apply``); ``_import_line`` writes ``Cls.apply`` for it."""
+    spelled ``torch.autograd.function.apply``); ``_import_line`` writes ``Cls.apply`` for it, from
+    ``cls``'s own module."""
     if cls in _APPLIERS:
         return _APPLIERS[cls]
 
     def apply(*args: Any) -> Any:
         return cls.apply(*args)  # type: ignore[attr-defined]
 
-    apply.__module__ = cls.__module__
+    # not cls's module: FX spells a function from a torch module by its dotted path
+    # (torch.distributions.dirichlet._Dirichlet_apply, which does not exist) instead of asking
+    # for a global, and only a global reaches _import_line; FX names the global after this
+    apply.__module__ = "autograd"
     apply.__name__ = apply.__qualname__ = f"{cls.__qualname__.replace('.', '_')}_apply"
     apply.__unitcheck_function__ = cls  # type: ignore[attr-defined]
     _APPLIERS[cls] = apply
