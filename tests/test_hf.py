@@ -657,18 +657,21 @@ def test_projections_that_read_another_width_are_answered(model_type: str) -> No
 
 
 @needs_hf
-@pytest.mark.parametrize("model_type", ["llava", "qianfan_ocr", "granite_docling"])
-def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str) -> None:
+@pytest.mark.parametrize(("model_type", "kind"), [("llava", "image"), ("qianfan_ocr", "image"),
+                                                 ("granite_docling", "image"), ("granite_speech", "audio")])
+def test_image_tokens_are_counted_for_a_cpu_model_too(model_type: str, kind: str) -> None:
     """The oracle builds on the CPU: its text must hold as many image tokens as on meta, or the
     model's own check (tokens vs features) fails on the real run. Granite Docling's images passed
     the fake-tensor probe with none (the check is deferred there), and its check words the
-    mismatch its own way ("do not match: tokens: 0, features 16"): a real run counts them."""
+    mismatch its own way ("do not match: tokens: 0, features 16"): a real run counts them.
+    Granite Speech's check counts the batch ("tokens: 0, features: 2" for 2 x 15 vectors): its
+    audio tower counts them."""
     from unitcheck import hf
 
     _, on_meta = hf.build(model_type, device="meta")
     model, on_cpu = hf.build(model_type, device="cpu")
     assert torch.equal(on_meta["input_ids"], on_cpu["input_ids"])
-    token = model.config.image_token_id
+    token = getattr(model.config, f"{kind}_token_id")
     assert int((on_cpu["input_ids"] == token).sum()) > 0
     with torch.no_grad():
         model(**on_cpu)

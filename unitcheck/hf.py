@@ -1828,6 +1828,30 @@ def _tokens_said(why: str, cfg: Any, inputs: Mapping[str, Any]) -> tuple[str, in
     return kind, count
 
 
+_TEXT_INPUTS = frozenset({"input_ids", "labels", "attention_mask", "token_type_ids", "position_ids"})
+
+
+def _counted_by_tower(model: nn.Module, cfg: Any, inputs: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(media kind, tokens in all) as the model's own tower counts the features of the media in
+    ``inputs`` (the first kind with a token and a getter that takes them), where the text can
+    hold that many; None where no tower counts them."""
+    ids = inputs.get("input_ids")
+    media = {k: v for k, v in inputs.items() if k not in _TEXT_INPUTS}
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or not media:
+        return None
+    for kind in ("image", "video", "audio"):
+        get = _feature_getter(model, kind)
+        if get is None or not _is_int(_find(cfg, f"{kind}_token_id", f"{kind}_token_index")):
+            continue
+        try:
+            count = _count_features(model, get, media, kind)
+        except Exception:  # noqa: BLE001 (a getter that wants other inputs: not this kind's media)
+            continue
+        if count and _ids_with_tokens(ids, 0, count) is not None:
+            return kind, count
+    return None
+
+
 def _embedding_width(model: nn.Module) -> int:
     """The width of the model's token embeddings (0 where it has none it says)."""
     try:
@@ -2696,14 +2720,14 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
 
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
 
-    def real_run(inputs: dict[str, Any], config: Any = None, asked: list[str] | None = None
-                 ) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
+    def real_run(inputs: dict[str, Any], config: Any = None, asked: list[str] | None = None,
+                 counted: tuple[str, int] | None = None) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
         """A real run of the candidate (of ``config``, else the plan's), and where it failed for
-        want of media tokens in the text, of the text holding them: its failure, the inputs it
-        ran, the tokens it added."""
+        want of media tokens in the text, of the text holding them (as many as the failure says,
+        or ``counted`` without the first run): its failure, the inputs it ran, the tokens it added."""
         config = cfg if config is None else config
-        real = _real_run(tf, head, config, inputs, seed, model)
-        said = _tokens_said(real or "", config, inputs)
+        real = _real_run(tf, head, config, inputs, seed, model) if counted is None else "the text holds no media tokens"
+        said = _tokens_said(real or "", config, inputs) if counted is None else counted
         for _ in range(2):
             if said is None:
                 break
@@ -2718,10 +2742,12 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
             said = (said[0], said[1] // width) if width and said[1] % width == 0 else None
         return real, inputs, None
 
-    def media_tokens(inputs: dict[str, Any], config: Any, named: list[str]) -> tuple[str, int] | None:
+    def media_tokens(inputs: dict[str, Any], config: Any, named: list[str], tower: nn.Module
+                     ) -> tuple[str, int] | None:
         """Media beside text that passed on fake tensors, which defer the check that the text holds
-        one token per feature: a real run counts them (Granite Docling's images and Granite
-        Speech's audio came with none, and the CPU example failed)."""
+        one token per feature: a real run counts them (Granite Docling's images came with none,
+        and the CPU example failed); where the count its failure says is not the features'
+        (Granite Speech's says the batch), ``tower`` counts them, as the layouts do."""
         if "input_ids" not in inputs or not _runs_on_cpu(model) or not any(
                 isinstance(v, torch.Tensor) and v.is_floating_point() for v in inputs.values()):
             return None
@@ -2730,7 +2756,13 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         if isinstance(ids, torch.Tensor) and any(_is_int(t) and bool((ids == int(t)).any()) for t in held):
             return None  # the layout placed its tokens already (LLaVA's counted images): nothing to count
         real, _, said = real_run(inputs, config, named)
-        return said if real is None else None
+        if real is None:
+            return said
+        counted = _counted_by_tower(tower, config, inputs)
+        if counted is None or counted == said:
+            return None
+        again, _, said = real_run(inputs, config, named, counted)
+        return said if again is None else None
 
     for plan in PLANS:
         failures: set[str] = set()
@@ -2774,7 +2806,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         repaired.eval()
                         if _probe(repaired, inputs) is None:
                             choice = _Choice(plan, task, head, layout, True, tried, (*built, *fixes),
-                                             tokens=media_tokens(inputs, _apply_fixes(cfg, fixes), []))
+                                             tokens=media_tokens(inputs, _apply_fixes(cfg, fixes), [], repaired))
                             _CHOICES[key] = limited if limited and drops_limited(inputs) else choice
                             return _CHOICES[key]
                     except Exception as err:
@@ -2843,7 +2875,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         if _probe(model, remade) is None:
                             named, current = [*named, *asked], remade
                     choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped,
-                                     media_tokens(current, cfg, named))
+                                     media_tokens(current, cfg, named, model))
                     _CHOICES[key] = choice
                     return choice
                 tried.append(f"{plan.name}/{head}/{layout}: {why}")
