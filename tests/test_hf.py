@@ -813,6 +813,30 @@ def test_position_ids_counted_from_an_unset_padding_id_get_one() -> None:
     assert model.config.pad_token_id == 1
 
 
+def test_ids_made_for_a_table_the_config_sizes_stay_in_it() -> None:
+    """Mllama's vision tower requires ``aspect_ratio_ids`` into a table of ``max_aspect_ratio_id
+    + 1`` rows: ids made like the text's (up to the vocabulary) passed on meta, where nothing
+    checks an index, and the CPU build failed at the embedding ("index out of range")."""
+    from unitcheck.hf import _by_name
+
+    cfg = SimpleNamespace(vocab_size=1000, max_aspect_ratio_id=8, num_labels=3)
+    ids = torch.arange(100, 132).reshape(2, 16)
+    inputs: dict[str, Any] = {}
+    _by_name(cfg, inputs, {"aspect_ratio_ids", "label_ids", "decoder_input_ids"}, ids, 2, torch.Generator())
+    assert int(inputs["aspect_ratio_ids"].max()) <= 8 and inputs["aspect_ratio_ids"].shape == ids.shape
+    assert int(inputs["label_ids"].max()) < 3
+    assert torch.equal(inputs["decoder_input_ids"], ids)  # text ids: the text's range
+
+
+@needs_hf
+def test_a_vision_tower_with_aspect_ratio_ids_runs_on_the_cpu() -> None:
+    from unitcheck import hf
+
+    model, inputs = hf.build("mllama_vision_model", device="cpu")
+    with torch.no_grad():
+        model(**inputs)
+
+
 @needs_hf
 def test_the_main_input_goes_to_the_first_required_argument_when_the_forward_names_it_otherwise() -> None:
     """VibeVoice's codec encoder and decoder inherit ``main_input_name = "input_values"`` but take

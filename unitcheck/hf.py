@@ -1572,7 +1572,8 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = torch.zeros_like(ids)
         elif "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
-            inputs[name] = ids.clone()
+            rows = _table_rows(cfg, name)
+            inputs[name] = ids.clone() if rows is None else ids % rows
         elif "length" in name:
             inputs[name] = _full_lengths(name, inputs, cfg, batch, seq)
         elif (shown := _image_sizes(name, inputs, batch)) is not None:
@@ -1583,6 +1584,23 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = torch.ones(batch, seq, dtype=torch.long)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             inputs[name] = torch.randn(batch, seq, width, generator=g)
+
+
+_INDEX_SUFFIX = re.compile(r"_(ids|id|index|indices)$")
+
+
+def _table_rows(cfg: Any, name: str) -> int | None:
+    """Rows of the table an ids argument indexes, where the config sizes it: ``max_<stem>_id`` + 1
+    (Mllama's ``aspect_ratio_ids``), ``num_<stem>s`` or ``<stem>_vocab_size``; None for text ids
+    and where the config says nothing (meta probes check no index, a CPU run does)."""
+    stem = _INDEX_SUFFIX.sub("", name)
+    if stem == name or stem.endswith("input") or "token" in stem:
+        return None
+    top = _find(cfg, f"max_{stem}_id")
+    if _is_int(top) and top >= 0:
+        return int(top) + 1
+    rows = _find(cfg, f"num_{stem}s", f"{stem}_vocab_size")
+    return int(rows) if _is_int(rows) and rows > 0 else None
 
 
 def _modalities(name: str, cfg: Any, ids: torch.Tensor | None) -> torch.Tensor | None:
