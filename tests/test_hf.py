@@ -829,6 +829,24 @@ def test_ids_made_for_a_table_the_config_sizes_stay_in_it() -> None:
 
 
 @needs_hf
+def test_sizes_a_default_config_leaves_unset_get_stand_ins() -> None:
+    """Diffusion Gemma's default config leaves ``num_experts``, ``top_k_experts`` and
+    ``moe_intermediate_size`` None, yet every layer builds a router (``nn.Linear(hidden_size,
+    num_experts)``); Qwen3-Omni's talker reads a ``shared_expert_intermediate_size`` no config
+    class declares. Counts get 2, widths the feed-forward's, and the model runs."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("diffusion_gemma", device="cpu")
+    text = model.config.text_config
+    assert (text.num_experts, text.top_k_experts, text.moe_intermediate_size) == (2, 2, text.intermediate_size)
+    with torch.no_grad():
+        model(**inputs)
+    talker = hf.make_config("qwen3_omni_moe", {}, hf.PLANS[0]).talker_config.text_config
+    assert hf._known_value(talker, talker, "shared_expert_intermediate_size") == talker.intermediate_size
+    assert hf._known_value(talker, talker, "no_such_field") is hf._SAME
+
+
+@needs_hf
 def test_a_vision_tower_with_aspect_ratio_ids_runs_on_the_cpu() -> None:
     from unitcheck import hf
 

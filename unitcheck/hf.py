@@ -2572,7 +2572,20 @@ def _known_value(cfg: Any, owner: Any, name: str) -> Any:
             v = _declared(obj).get(name, dataclasses.MISSING)
             if v is not dataclasses.MISSING and v is not None and v != "<factory>":
                 return v
-    return _SAME
+    stand_in = _stand_in(owner, name)  # declared nowhere (Qwen3-Omni's talker reads a shared expert's width)
+    return _SAME if stand_in is None else stand_in
+
+
+_WIDTH_FIELD = re.compile(r"_size$|_dim$")
+
+
+def _stand_in(owner: Any, name: str) -> int | None:
+    """A value for a size field no config sets: a width as wide as ``owner``'s feed-forward (or
+    model), a count 2; None for any other field."""
+    if _WIDTH_FIELD.search(name):
+        wide = _get(owner, "intermediate_size") or _get(owner, "hidden_size")
+        return int(wide) if _is_int(wide) else None
+    return 2 if re.search(r"^num_|top_k|expert", name) else None
 
 
 def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
@@ -2623,6 +2636,26 @@ def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
                     lit = _LITERAL.search(line)
                     kind = "full_attention" if name == "layer_types" or lit is None else lit.group(1)
                     return ((path, name, [kind] * layers[1], f"{name} (unset)"),)
+        return _unset_sizes(cfg, re.findall(r"config\.(\w+)", line))
+    return ()
+
+
+_MOE_FIELD = re.compile(r"expert|moe")
+
+
+def _unset_sizes(cfg: Any, read: list[str]) -> tuple[Fix, ...]:
+    """Counts and widths the failing line reads that the default config leaves None (Diffusion
+    Gemma builds a router of ``num_experts`` outputs that only checkpoints set): widths as wide
+    as the config's feed-forward, counts 2; a mixture of experts' unset fields all at once (its
+    ``top_k_experts`` fails only in forward)."""
+    for name in dict.fromkeys(read):
+        for path, c in _paths(cfg):
+            if not _has(c, name) or _get(c, name) is not None:
+                continue
+            family = [k for k in vars(c) if not k.startswith("_") and _get(c, k) is None and _MOE_FIELD.search(k)] \
+                if _MOE_FIELD.search(name) else []
+            return tuple((path, k, v, f"{k} (unset)") for k in dict.fromkeys([name, *family])
+                         if (v := _stand_in(c, k)) is not None)
     return ()
 
 
