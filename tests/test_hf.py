@@ -847,6 +847,19 @@ def test_sizes_a_default_config_leaves_unset_get_stand_ins() -> None:
 
 
 @needs_hf
+def test_an_unset_horizon_leaves_room_for_the_label_window() -> None:
+    """Autoformer's decoder reads the last ``label_length`` (10) steps of a context as long as the
+    horizon the builder sets where the config leaves it unset: a horizon of 8 built a model that
+    fails on its own example on the CPU (meta probes passed)."""
+    from unitcheck import hf
+
+    model, inputs = hf.build("autoformer", device="cpu")
+    assert model.config.context_length >= model.config.label_length
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
 def test_a_vision_tower_with_aspect_ratio_ids_runs_on_the_cpu() -> None:
     from unitcheck import hf
 

@@ -459,7 +459,10 @@ def shrink_kwargs(cfg: Any, shrink: _Shrink, nested: bool = False) -> dict[str, 
             out[key] = _remap_tokens(key, SMALL_DEFAULTS["vocab"] * 1000 + ("video" in key), shrink)
             continue
         if value is None and key == "prediction_length":
-            out[key] = 8  # forecasting configs leave the horizon unset and refuse to build without one
+            # forecasting configs leave the horizon unset and refuse to build without one; the context
+            # it also sizes holds the decoder's label window (Autoformer's label_length, 10)
+            label = values.get("label_length")
+            out[key] = max(8, label if _is_int(label) and values.get("context_length") is None else 0)
             continue
         if value is None and key.lower() in ("n_shared_experts", "num_shared_experts") and values.get("moe_intermediate_size"):
             out[key] = 1
