@@ -601,6 +601,14 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
     assert _reshaped(conv.replace("[2, 16, 70]", "[2, 16, 76]"), inputs) == [("x", (2, 1, 70))]  # padded by the conv
     mm = "a and b must have same reduction dim, but got [32, 70] X [320, 64]."
     assert _reshaped(mm, inputs) == [("x", (2, 16, 320)), ("x", (2, 320))]  # per position, or one per example
+    # a broadcast against a fixed-size tensor: the trailing dims become its own, unless that
+    # would make an input of over 2**25 elements (TVP's frames read as 64 x 448 x 448 each)
+    frames = {"pixel_values": torch.zeros(2, 4, 64, 64, 3)}
+    said = ("Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 had "
+            "torch.Size([448, 448]); but expected shape should be broadcastable to [{}]")
+    assert _reshaped(said.format("2, 4, 64, 64, 3"), frames) == []
+    assert _reshaped(said.format("2, 3, 64, 64"), {"pixel_values": torch.zeros(2, 3, 64, 64)}) == [
+        ("pixel_values", (2, 3, 448, 448))]
 
 
 def test_a_projection_between_two_layers_gets_the_width_the_first_makes() -> None:

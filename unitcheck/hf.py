@@ -2422,7 +2422,10 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
                 out.append((name, (v.shape[0], want)))
             if v.dim() > 3:  # an image read as patch rows: (batch, patches, features)
                 out.append((name, (v.shape[0], rows // v.shape[0], want)))
-    return out
+    return [o for o in out if math.prod(o[1]) <= _MAX_REMADE]
+
+
+_MAX_REMADE = 2**25  # elements of an input a failure's shape remakes: a larger ask is a misreading
 
 
 def _with_companions(inputs: Mapping[str, Any], o: tuple[str, tuple[int, ...]]
