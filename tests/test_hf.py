@@ -868,6 +868,25 @@ def test_an_unset_horizon_leaves_room_for_the_label_window() -> None:
 
 
 @needs_hf
+def test_a_sub_model_type_is_built_from_the_class_that_takes_its_config() -> None:
+    """Sub-model types have no auto mapping, and some model classes are neither named after the
+    config nor exported (``qwen2_vl_vision``'s ``Qwen2VisionTransformerPretrainedModel``): the
+    modeling module's class whose ``config_class`` is the type's config builds it. Blocks that
+    merely take the config (SAM's mask decoder's attention blocks) are not the type's model."""
+    from unitcheck import hf
+
+    assert hf.head_classes("qwen2_vl_vision") == [
+        ("base", "transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VisionTransformerPretrainedModel", "none")]
+    assert hf.head_classes("sam_mask_decoder") == []
+    info: list[hf.Built] = []
+    model, inputs = hf.build("idefics2_vision", device="cpu", info=info)
+    assert type(model).__name__ == "Idefics2VisionTransformer" and info[0].head == "Idefics2VisionTransformer"
+    assert info[0].probed
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
 def test_a_vision_tower_with_aspect_ratio_ids_runs_on_the_cpu() -> None:
     from unitcheck import hf
 

@@ -1215,8 +1215,28 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
                and isinstance(name := getattr(modeling_auto, mapping).get(model_type), str)]
         out = [h for i, h in enumerate(out) if all(h[1] != n for _, n, _ in out[:i])]
     if not out:
-        out = _named_like_config(model_type)
+        out = _named_like_config(model_type) or _taking_config(model_type)
     return out
+
+
+def _taking_config(model_type: str) -> list[tuple[str, str, str]]:
+    """Sub-model types whose model class is named otherwise (``qwen2_vl_vision``'s
+    ``Qwen2VisionTransformerPretrainedModel``, ``idefics2_vision``'s ``Idefics2VisionTransformer``)
+    and often not exported: the classes of the type's modeling module whose ``config_class`` is
+    its config class (a model of its own, not a block that takes the config) and that define a
+    forward, causal LMs first, as ``module:Class``."""
+    try:
+        cfg_cls = CONFIG_MAPPING_CLS(model_type)
+        package = cfg_cls.__module__.rpartition(".")[0]
+        modeling = importlib.import_module(f"{package}.modeling_{package.rpartition('.')[2]}")
+    except Exception:  # noqa: BLE001 (no modeling module, or one whose backend is missing)
+        return []
+    found = [obj for obj in vars(modeling).values() if inspect.isclass(obj) and issubclass(obj, nn.Module)
+             and obj.__module__ == modeling.__name__ and obj.forward is not nn.Module.forward
+             and getattr(obj, "config_class", None) is cfg_cls]
+    found.sort(key=lambda c: not c.__name__.endswith("ForCausalLM"))
+    return [("causal_lm" if c.__name__.endswith("ForCausalLM") else "base", f"{c.__module__}:{c.__name__}",
+             "tokens" if c.__name__.endswith("ForCausalLM") else "none") for c in found]
 
 
 def _named_like_config(model_type: str) -> list[tuple[str, str, str]]:
@@ -2732,8 +2752,14 @@ def _entry_class(cls: type) -> type:
     return _ENCODERS[cls]
 
 
+def _head_class(tf: Any, head: str) -> Any:
+    """A head named by transformers' exports, or ``module:Class`` where it is not exported."""
+    module, _, name = head.rpartition(":")
+    return getattr(importlib.import_module(module), name) if module else getattr(tf, head)
+
+
 def _instantiate(tf: Any, head: str, cfg: Any) -> nn.Module:
-    cls = _entry_class(getattr(tf, head))
+    cls = _entry_class(_head_class(tf, head))
     cfg = _for_class(cls, cfg)
     model: nn.Module = cls._from_config(cfg) if hasattr(cls, "_from_config") else cls(cfg)
     meta = torch.empty(0).device.type == "meta"  # built under torch.device("meta")
@@ -3032,7 +3058,7 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
     if info is not None:
         repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})
         name = plan.name + (f" (repaired {', '.join(repaired)})" if repaired else "")
-        info.append(Built(model_type, name, task, head, layout, probed, list(tried)))
+        info.append(Built(model_type, name, task, head.rpartition(":")[2], layout, probed, list(tried)))
     return model, inputs
 
 
