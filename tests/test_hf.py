@@ -887,6 +887,19 @@ def test_a_sub_model_type_is_built_from_the_class_that_takes_its_config() -> Non
 
 
 @needs_hf
+def test_a_main_input_named_otherwise_holds_what_its_argument_says() -> None:
+    """BridgeTower's vision model inherits ``main_input_name = "input_ids"`` and takes ``image``:
+    it gets images there, not token ids (its probe failed on ``pixel_values.shape``)."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("bridgetower_vision_model", device="cpu", info=info)
+    assert info[0].probed and set(inputs) == {"image"} and inputs["image"].dim() == 4
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
 def test_a_vision_tower_with_aspect_ratio_ids_runs_on_the_cpu() -> None:
     from unitcheck import hf
 

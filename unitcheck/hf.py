@@ -1328,7 +1328,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
     g = torch.Generator().manual_seed(seed)
     params = _forward_params(model)
     named = _main_name(model)
-    main = _encoder_kind(model, named)
+    main = _slot_kind(model, _encoder_kind(model, named), params)
     ids = _token_ids(cfg, batch, seq, g)
     layouts: list[tuple[str, dict[str, Any]]] = []
     if main == "input_ids" or main not in _KINDS:
@@ -1424,7 +1424,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         by_name = _named_inputs([main], cfg, {}, batch, seq, seed) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
-    slot = named if main != named else _main_slot(model, main, params, required)
+    slot = named if main != named and named in params else _main_slot(model, named, params, required)
     integers = _integer_params(model)
     for name, inputs in layouts:
         if slot is not None and main in inputs:
@@ -1645,6 +1645,18 @@ def _image_sizes(name: str, inputs: Mapping[str, Any], batch: int) -> torch.Tens
     if name != "image_sizes" or not isinstance(images, torch.Tensor) or images.dim() < 4:
         return None
     return torch.tensor([list(images.shape[-2:])] * batch, dtype=torch.long)
+
+
+_SLOT_KINDS = (("pixel", "pixel_values"), ("image", "pixel_values"), ("audio", "input_values"),
+               ("wave", "input_values"))
+
+
+def _slot_kind(model: nn.Module, main: str, params: set[str]) -> str:
+    """What the main input holds where the forward has no parameter of its name and the first
+    required one says (BridgeTower's vision model inherits ``main_input_name = "input_ids"`` and
+    takes ``image``): images or waveforms, not token ids."""
+    slot = _main_slot(model, main, params, _required_params(model))
+    return next((kind for word, kind in _SLOT_KINDS if slot and word in slot), main)
 
 
 def _main_slot(model: nn.Module, main: str, params: set[str], required: set[str]) -> str | None:
