@@ -6,7 +6,7 @@ The CLI prints ``unitcheck: <message>`` and exits with ``exit_code`` for a :clas
 
 from __future__ import annotations
 
-__all__ = ["UnitcheckError", "UsageError", "MissingDependency"]
+__all__ = ["UnitcheckError", "UsageError", "MissingDependency", "fails_on_example"]
 
 
 class UnitcheckError(Exception):
@@ -21,3 +21,10 @@ class UsageError(UnitcheckError, ValueError):
 
 class MissingDependency(UnitcheckError, ImportError):
     """An optional extra (matplotlib, transformers, safetensors) that a command needs."""
+
+
+def fails_on_example(err: BaseException, mode: str) -> UsageError:
+    """The one-line error for a model that fails on its own example inputs when run for real (a
+    check a capture on meta or fake tensors deferred, or a branch it stopped at first)."""
+    return UsageError(f"the model fails on its own example inputs in {mode} mode: "
+                      f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")

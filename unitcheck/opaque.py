@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from .errors import UnitcheckError
+from .errors import UnitcheckError, fails_on_example
 from .host_draws import Call, Unwritable, decode
 
 __all__ = ["OP", "FUNCTION", "Unkeepable", "kept_function", "kept", "owners", "function_owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
@@ -297,9 +297,9 @@ def _record(model: nn.Module, paths: list[str],
                 model.train(training)
                 try:
                     model(*args, **kwargs)
-                except Exception:  # noqa: BLE001 (a model that does not run in training mode on these
-                    if not training:  # inputs: FastSpeech2 wants labels; its training capture says so)
-                        raise
+                except Exception as err:  # noqa: BLE001 (a model that does not run in training mode on
+                    if not training:  # these inputs: FastSpeech2 wants labels; its training capture says so)
+                        raise fails_on_example(err, "eval") from None
     finally:
         for h in handles:
             h.remove()

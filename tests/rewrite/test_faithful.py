@@ -40,6 +40,7 @@ from .faithful_models import (
     DropsLowered,
     DropsWithoutGrad,
     EntropyPatcher,
+    FailsAfterItsExperts,
     GatedByItsBuffer,
     GroupedExperts,
     KeepsAboveScore,
@@ -835,6 +836,15 @@ def test_a_submodule_that_branches_on_its_data_is_kept_whole(tmp_path: Path) -> 
     loaded = load(str(tmp_path))
     for training in (False, True):
         assert differences(model, loaded, (other,), training) == [], training
+
+
+def test_a_model_that_fails_on_its_example_after_a_kept_module_says_so_in_one_line() -> None:
+    """Recording a kept module's calls runs the model for real; a model that fails there on its
+    own example is the user's one-line error, not a traceback (exit 3)."""
+    from unitcheck.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^the model fails on its own example inputs in eval mode: RuntimeError"):
+        rewrite(FailsAfterItsExperts(), (torch.randn(2, 6, 8),), to="identity")
 
 
 def test_a_module_whose_call_cannot_be_written_down_is_not_kept() -> None:

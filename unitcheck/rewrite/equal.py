@@ -14,7 +14,7 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..errors import UsageError
+from ..errors import UsageError, fails_on_example
 from ..graphs import float_bytes
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
@@ -161,7 +161,7 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
     try:
         out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
     except Exception as err:  # a check of the model's own (a capture on meta deferred it)
-        raise UsageError(f"the model fails on its own example inputs in {mode} mode: {_one_line(err)}") from None
+        raise fails_on_example(err, mode) from None
     out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
     diffs = []
     if len(out_a) != len(out_b):
