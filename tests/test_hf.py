@@ -897,6 +897,9 @@ def test_a_main_input_named_otherwise_holds_what_its_argument_says() -> None:
     assert info[0].probed and set(inputs) == {"image"} and inputs["image"].dim() == 4
     with torch.no_grad():
         model(**inputs)
+    # ids whose name says audio are still ids (Inkling's audio tower takes audio_input_ids)
+    model, inputs = hf.build("inkling_audio", device="meta")
+    assert inputs["audio_input_ids"].dtype == torch.long
 
 
 @needs_hf

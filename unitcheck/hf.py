@@ -1656,7 +1656,9 @@ def _slot_kind(model: nn.Module, main: str, params: set[str]) -> str:
     required one says (BridgeTower's vision model inherits ``main_input_name = "input_ids"`` and
     takes ``image``): images or waveforms, not token ids."""
     slot = _main_slot(model, main, params, _required_params(model))
-    return next((kind for word, kind in _SLOT_KINDS if slot and word in slot), main)
+    if not slot or re.search(r"ids|_id$|token|index|codes", slot):  # Inkling's audio_input_ids are ids
+        return main
+    return next((kind for word, kind in _SLOT_KINDS if word in slot), main)
 
 
 def _main_slot(model: nn.Module, main: str, params: set[str], required: set[str]) -> str | None:
