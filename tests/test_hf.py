@@ -878,6 +878,9 @@ def test_a_sub_model_type_is_built_from_the_class_that_takes_its_config() -> Non
     assert hf.head_classes("qwen2_vl_vision") == [
         ("base", "transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VisionTransformerPretrainedModel", "none")]
     assert hf.head_classes("sam_mask_decoder") == []
+    # a causal LM among them first (MusicGen's decoder: its loss-returning head)
+    assert hf.head_classes("musicgen_decoder")[0] == (
+        "causal_lm", "transformers.models.musicgen.modeling_musicgen:MusicgenForCausalLM", "tokens")
     info: list[hf.Built] = []
     model, inputs = hf.build("idefics2_vision", device="cpu", info=info)
     assert type(model).__name__ == "Idefics2VisionTransformer" and info[0].head == "Idefics2VisionTransformer"
