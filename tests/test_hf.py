@@ -906,6 +906,31 @@ def test_a_main_input_named_otherwise_holds_what_its_argument_says() -> None:
 
 
 @needs_hf
+def test_a_model_whose_config_says_use_cache_is_traced_and_regenerated() -> None:
+    """A user's own transformers model keeps its config's ``use_cache = True`` (Llama's default):
+    it returns a ``DynamicCache``, which export cannot flatten, and every capture failed. The
+    capture turns the cache off and back on; lint, the null rewrite and GCT work on it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from unitcheck.rewrite.api import rewrite
+    from unitcheck.rewrite.equal import differences
+
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    ids = torch.randint(0, 128, (2, 16))
+    inputs = {"input_ids": ids, "labels": ids}
+    assert model.config.use_cache is True
+    assert infer_units(model, inputs).violations
+    assert model.config.use_cache is True  # as the user left it
+    same = rewrite(model, inputs, to="identity")
+    assert [d for training in (False, True) for d in differences(model, same.module, inputs, training)] == []
+    assert rewrite(model, inputs).complete
+    assert model.config.use_cache is True
+
+
+@needs_hf
 def test_a_vision_tower_with_aspect_ratio_ids_runs_on_the_cpu() -> None:
     from unitcheck import hf
 

@@ -322,6 +322,23 @@ def _module_casts_kept() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _key_value_caches_off(model: nn.Module) -> Iterator[None]:
+    """A transformers model whose config says ``use_cache`` (Llama's default, and every
+    checkpoint's) returns a ``DynamicCache`` beside its outputs, which export cannot flatten, and
+    a graph has no use for: the cache holds the keys and values the graph computes. While
+    captured, each config the model's modules hold says ``use_cache = False``; after, what it said."""
+    configs = {id(c): c for m in model.modules() if (c := getattr(m, "config", None)) is not None
+               and getattr(c, "use_cache", None) is True}
+    for c in configs.values():
+        c.use_cache = False
+    try:
+        yield
+    finally:
+        for c in configs.values():
+            c.use_cache = True
+
+
+@contextlib.contextmanager
 def _distribution_checks_off() -> Iterator[None]:
     """``torch.distributions`` checks a distribution's parameters when it is built (BLT's patcher
     builds a ``Categorical`` from its logits on every call): ``constraint.check(v).all()``, a
@@ -1515,7 +1532,8 @@ def trace(
     changes: list[str] = []
     after: dict[tuple[str, str], Any] = {}
     rng = _host_rng_states()
-    with _python_state_kept(model, changes, after), _module_casts_kept(), _distribution_checks_off():
+    with _key_value_caches_off(model), _python_state_kept(model, changes, after), _module_casts_kept(), \
+            _distribution_checks_off():
         g = _trace(model, example_inputs, method, dynamic, lower_op, training)
     g.host_draws = [name for name, state in _host_rng_states().items() if state != rng[name]]
     if g.host_draws:
