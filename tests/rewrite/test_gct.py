@@ -40,6 +40,19 @@ def test_bundled_rewrites_are_clean_and_verified(name: str) -> None:
     _check_clean(model, inputs)
 
 
+@pytest.mark.parametrize("name", ["gpt", "llama"])
+def test_a_bfloat16_model_gets_bfloat16_parameters(name: str) -> None:
+    """The rewrite's new gains and step sizes were float32 in a bfloat16 model: the per-head
+    query gain promoted the queries, and attention refused keys of another dtype, so the
+    rewritten model did not run (nor lint)."""
+    model, inputs = build(name)
+    model = model.to(torch.bfloat16)
+    res = rewrite(model, inputs)
+    assert res.gct.new_params and all(p.value.dtype == torch.bfloat16 for p in res.gct.new_params.values())
+    assert {p.dtype for p in res.module.parameters()} == {torch.bfloat16}
+    assert res.complete and res.violations_left == []
+
+
 @needs_hf
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_hf_rewrites_are_clean_and_verified(arch: str) -> None:

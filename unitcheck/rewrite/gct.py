@@ -57,6 +57,7 @@ from .patterns import (
     through_moves,
     users_through_casts,
 )
+from .variants import float_dtype
 
 __all__ = ["GCTResult", "RewriteError", "gct_graph", "RULES"]
 
@@ -1057,7 +1058,7 @@ def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = 
     if traced is None:
         traced = trace_for_inference(model, example_inputs, dynamic=True)
     ug: UnitGraph = run_inference(traced)
-    ctx = RewriteContext(ug)
+    ctx = RewriteContext(ug, dtype=float_dtype(model))
     for rule in rules or RULES:
         rule(ctx)
     residuals = int(ctx.state.get("residuals", 0))

@@ -42,6 +42,7 @@ class RewriteContext:
     unhandled: list[dict[str, str]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
     declared: dict[str, str] = field(default_factory=dict)  # existing parameters -> their unit now
+    dtype: torch.dtype = torch.float32  # the model's float dtype: new parameters are made in it
 
     @property
     def graph(self) -> fx.Graph:
@@ -59,9 +60,12 @@ class RewriteContext:
         self.declared[name] = unit
 
     def param(self, name: str, value: torch.Tensor, why: str) -> fx.Node:
-        """A new dimensionless learnable parameter, referenced by a get_attr node."""
+        """A new dimensionless learnable parameter, referenced by a get_attr node, in the dtype
+        the model's parameters have (a float32 gain would promote a bfloat16 model's queries,
+        and attention refuses keys of another dtype)."""
         if name in self.new_params:
             raise ValueError(f"parameter {name} created twice")
+        value = value.to(self.dtype) if value.is_floating_point() else value
         self.new_params[name] = NewParam(name, value, "1", why)
         set_attr(self.ug.traced.gm, name, nn.Parameter(value.clone()))
         first = next(n for n in self.graph.nodes if n.op != "placeholder")

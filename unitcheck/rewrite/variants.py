@@ -301,7 +301,8 @@ class Captures:
     kept: list[str] = field(default_factory=list)  # submodules kept whole (:mod:`unitcheck.opaque`)
 
 
-def _float_dtype(model: nn.Module) -> torch.dtype:
+def float_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype a model computes in: its first float parameter's (or buffer's), else float32."""
     return next((t.dtype for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()),
                 torch.float32)
 
@@ -540,7 +541,7 @@ def _capture_paths(model: nn.Module, example_inputs: Any) -> Captures:
 
 def _capture(model: nn.Module, example_inputs: Any) -> Captures:
     tg = trace_for_inference(model, example_inputs, dynamic=True)
-    here = _float_dtype(model)
+    here = float_dtype(model)
     res = Captures(tg, None, here, None, _kept_notes(tg))
     if tg.method != "export":
         res.notes.append("symbolic trace: training mode and dtype are those of the capture")
