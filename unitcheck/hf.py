@@ -1283,6 +1283,12 @@ def _find(cfg: Any, *keys: str) -> Any:
     return None
 
 
+def _media_token(cfg: Any, kind: str) -> Any:
+    """The placeholder token of ``kind`` (image, video, audio) media in the text, by either name
+    configs give it."""
+    return _find(cfg, f"{kind}_token_id", f"{kind}_token_index")
+
+
 def _find_int(cfg: Any, *keys: str, default: int) -> int:
     """:func:`_find` for a count (a patch size, channels): ``default`` where it is unset or not an int."""
     v = _find(cfg, *keys)
@@ -1337,7 +1343,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
             image: dict[str, Any] = {"pixel_values": _image(cfg, batch, g)}
             if "image_grid_thw" in params:
                 image = _patches_with_grid(model, cfg, {"image_grid_thw", "pixel_values"}, batch, g)
-            token = _find(cfg, "image_token_id", "image_token_index")
+            token = _media_token(cfg, "image")
             wanted = only is None or only == _IMAGE_TOKENS
             with_tokens = _image_text(model, ids, image, token) if wanted else None
             if with_tokens is not None:
@@ -1380,7 +1386,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         layouts.append(("pixel_values (frames in the batch)", {"pixel_values": _video(cfg, pixels).flatten(0, 1)}))
         if "input_ids" in params:
             layouts.insert(0, ("pixel_values+input_ids", {"pixel_values": pixels, "input_ids": ids}))
-            token = _find(cfg, "image_token_id", "image_token_index")
+            token = _media_token(cfg, "image")
             if only is None or only == _IMAGE_TOKENS:
                 with_tokens = _image_text(model, ids, {"pixel_values": pixels}, token)
                 if with_tokens is not None:
@@ -1416,7 +1422,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         # optional: after the plain image, before the text alone (LFM2-VL takes its image so)
         rows = _patches_with_shapes(cfg, batch, g)
         text_alone = next((i for i, (name, _) in enumerate(layouts) if name == "input_ids"), len(layouts))
-        with_tokens = _image_text(model, ids, rows, _find(cfg, "image_token_id", "image_token_index")) \
+        with_tokens = _image_text(model, ids, rows, _media_token(cfg, "image")) \
             if "input_ids" in params else None
         layouts.insert(text_alone, ("patches+spatial_shapes",
                                     with_tokens or {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
@@ -1632,8 +1638,8 @@ def _modalities(name: str, cfg: Any, ids: torch.Tensor | None) -> torch.Tensor |
     if name != "mm_token_type_ids" or ids is None:
         return None
     kinds = torch.zeros_like(ids)
-    for kind, keys in ((1, ("image_token_id", "image_token_index")), (2, ("video_token_id", "video_token_index"))):
-        if _is_int(token := _find(cfg, *keys)):
+    for kind, media in ((1, "image"), (2, "video")):
+        if _is_int(token := _media_token(cfg, media)):
             kinds[ids == token] = kind
     return kinds
 
@@ -1801,7 +1807,7 @@ def _audio_text(model: nn.Module, cfg: Any, ids: torch.Tensor, audio: dict[str, 
                 params: Collection[str]) -> dict[str, Any] | None:
     """Text with as many audio tokens as the audio tower yields features (GLM-ASR, MOSS: the
     model checks the two counts match), the features' mask all ones."""
-    token = _find(cfg, "audio_token_id", "audio_token_index")
+    token = _media_token(cfg, "audio")
     feats = next((v for v in audio.values() if isinstance(v, torch.Tensor) and v.dim() >= 2), None)
     if feats is None or not _is_int(token):
         return None
@@ -1876,7 +1882,7 @@ def _tokens_said(why: str, cfg: Any, inputs: Mapping[str, Any]) -> tuple[str, in
     if found is None or not isinstance(ids, torch.Tensor) or ids.dim() != 2:
         return None
     kind = found.group("kind").lower()
-    token = _find(cfg, f"{kind}_token_id", f"{kind}_token_index")
+    token = _media_token(cfg, kind)
     count = int(found.group("count"))
     if not _is_int(token) or _ids_with_tokens(ids, int(token), count) is None:
         return None
@@ -1896,7 +1902,7 @@ def _counted_by_tower(model: nn.Module, cfg: Any, inputs: Mapping[str, Any]) -> 
         return None
     for kind in ("image", "video", "audio"):
         get = _feature_getter(model, kind)
-        if get is None or not _is_int(_find(cfg, f"{kind}_token_id", f"{kind}_token_index")):
+        if get is None or not _is_int(_media_token(cfg, kind)):
             continue
         try:
             count = _count_features(model, get, media, kind)
@@ -1918,7 +1924,7 @@ def _embedding_width(model: nn.Module) -> int:
 def _with_tokens(inputs: Mapping[str, Any], cfg: Any, said: tuple[str, int]) -> dict[str, Any]:
     """``inputs`` whose text holds the media tokens :func:`_tokens_said` found missing."""
     kind, count = said
-    token = int(_find(cfg, f"{kind}_token_id", f"{kind}_token_index"))
+    token = int(_media_token(cfg, kind))
     ids, labels = inputs["input_ids"], inputs.get("labels")
     out = {**inputs, "input_ids": _ids_with_tokens(ids, token, count)}
     if isinstance(labels, torch.Tensor) and torch.equal(labels, ids):  # a language model's labels: its text
@@ -2817,27 +2823,33 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
 
     stopped: tuple[_Choice, frozenset[str]] | None = None  # the first candidate a value branch stopped
 
-    def real_run(inputs: dict[str, Any], config: Any = None, asked: list[str] | None = None,
-                 counted: tuple[str, int] | None = None) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
-        """A real run of the candidate (of ``config``, else the plan's), and where it failed for
-        want of media tokens in the text, of the text holding them (as many as the failure says,
-        or ``counted`` without the first run): its failure, the inputs it ran, the tokens it added."""
-        config = cfg if config is None else config
-        real = _real_run(tf, head, config, inputs, seed, model) if counted is None else "the text holds no media tokens"
-        said = _tokens_said(real or "", config, inputs) if counted is None else counted
+    def with_tokens(inputs: dict[str, Any], config: Any, asked: list[str], said: tuple[str, int] | None
+                    ) -> tuple[dict[str, Any], tuple[str, int]] | None:
+        """The text holding ``said`` media tokens, where a real run passes on it (else on as many
+        over the embedding width, where the check counted numbers): the inputs and the tokens."""
         for _ in range(2):
             if said is None:
                 break
             remade = _with_tokens(inputs, config, said)  # masks as long as the text:
-            remade.update(_named_inputs(named if asked is None else asked, config, remade, batch, seq, seed))
+            remade.update(_named_inputs(asked, config, remade, batch, seq, seed))
             again = _real_run(tf, head, config, remade, seed, model)
             if again is None:
-                return None, remade, said
+                return remade, said
             # the same count again: the message counted numbers, not feature vectors (Mistral 3's
             # "tokens: 2048, features: 2048" for 64 vectors as wide as its text embeddings)
             width = _embedding_width(model) if _tokens_said(again, config, inputs) == said else 0
             said = (said[0], said[1] // width) if width and said[1] % width == 0 else None
-        return real, inputs, None
+        return None
+
+    def real_run(inputs: dict[str, Any], config: Any = None, asked: list[str] | None = None
+                 ) -> tuple[str | None, dict[str, Any], tuple[str, int] | None]:
+        """A real run of the candidate (of ``config``, else the plan's), and where it failed for
+        want of media tokens in the text, of the text holding them: its failure, the inputs it
+        ran, the tokens it added."""
+        config = cfg if config is None else config
+        real = _real_run(tf, head, config, inputs, seed, model)
+        placed = with_tokens(inputs, config, named if asked is None else asked, _tokens_said(real or "", config, inputs))
+        return (None, *placed) if placed else (real, inputs, None)
 
     def media_tokens(inputs: dict[str, Any], config: Any, named: list[str], tower: nn.Module
                      ) -> tuple[str, int] | None:
@@ -2849,17 +2861,15 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 isinstance(v, torch.Tensor) and v.is_floating_point() for v in inputs.values()):
             return None
         ids = inputs["input_ids"]
-        held = (_find(config, f"{kind}_token_id", f"{kind}_token_index") for kind in ("image", "video", "audio"))
+        held = (_media_token(config, kind) for kind in ("image", "video", "audio"))
         if isinstance(ids, torch.Tensor) and any(_is_int(t) and bool((ids == int(t)).any()) for t in held):
             return None  # the layout placed its tokens already (LLaVA's counted images): nothing to count
         real, _, said = real_run(inputs, config, named)
         if real is None:
             return said
         counted = _counted_by_tower(tower, config, inputs)
-        if counted is None or counted == said:
-            return None
-        again, _, said = real_run(inputs, config, named, counted)
-        return said if again is None else None
+        placed = with_tokens(inputs, config, named, counted) if counted != said else None
+        return placed[1] if placed else None
 
     for plan in PLANS:
         failures: set[str] = set()
