@@ -6,7 +6,7 @@ The CLI prints ``unitcheck: <message>`` and exits with ``exit_code`` for a :clas
 
 from __future__ import annotations
 
-__all__ = ["UnitcheckError", "UsageError", "MissingDependency", "fails_on_example"]
+__all__ = ["UnitcheckError", "UsageError", "MissingDependency", "fails_on_example", "one_line"]
 
 
 class UnitcheckError(Exception):
@@ -23,8 +23,12 @@ class MissingDependency(UnitcheckError, ImportError):
     """An optional extra (matplotlib, transformers, safetensors) that a command needs."""
 
 
+def one_line(err: BaseException) -> str:
+    """``Type: first line of the message``: an exception as a one-line reason."""
+    return f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+
+
 def fails_on_example(err: BaseException, mode: str) -> UsageError:
     """The one-line error for a model that fails on its own example inputs when run for real (a
     check a capture on meta or fake tensors deferred, or a branch it stopped at first)."""
-    return UsageError(f"the model fails on its own example inputs in {mode} mode: "
-                      f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")
+    return UsageError(f"the model fails on its own example inputs in {mode} mode: {one_line(err)}")

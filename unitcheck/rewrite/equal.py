@@ -14,7 +14,7 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from ..errors import UsageError, fails_on_example
+from ..errors import UsageError, fails_on_example, one_line
 from ..graphs import float_bytes
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
@@ -52,7 +52,7 @@ def _step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], train
                     torch.stack(loss).sum().backward()
                 named = {n: (p.grad.clone() if p.grad is not None else None) for n, p in model.named_parameters()}
             except Exception as err:  # noqa: BLE001 (compared with the other model's, not raised)
-                named = _one_line(err)
+                named = one_line(err)
         buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
         return [o.detach() for o in outs], named, buffers
     finally:
@@ -183,10 +183,6 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
         if name in buf_b and not _same(b, buf_b[name]):
             diffs.append(f"{mode}: buffer {name} differs after the step ({_how(b, buf_b[name])})")
     return diffs
-
-
-def _one_line(err: BaseException) -> str:
-    return f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
 
 
 def _how(a: torch.Tensor | None, b: torch.Tensor | None) -> str:
