@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.fx.traceback as fx_traceback
 import torch.nn.functional as F
+from torch import nn
 
 from .compiled import call_compiled
 
-__all__ = ["CANONICAL_EPS", "canonical", "orthogonal", "residual_update"]
+__all__ = ["CANONICAL_EPS", "canonical", "orthogonal", "residual_update", "CanonicalInput", "CanonicalOutput",
+           "CanonicalLinear", "DimensionlessLinear"]
 
 CANONICAL_EPS = 1e-6
 """The canonicaliser's floor eps_x, shared by models/gct and the GCT rewrite."""
@@ -215,3 +219,61 @@ def residual_update(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor | floa
     if not torch.is_grad_enabled() or not (h.requires_grad or u.requires_grad or a.requires_grad):
         return canonical(h + alpha * canonical(orthogonal(u, h, eps), eps), eps)
     return _ResidualUpdate.apply(h, u, a, eps)  # type: ignore[no-any-return]
+
+
+# -- the rules as modules: for children of a module the generated code calls whole ------------------
+# (unitcheck.rewrite.kept swaps them in; generated model.py files rebuild them by class)
+
+
+class _Wrapper(nn.Module):
+    """A child wrapped in place: the parent's code may still read the child's attributes."""
+
+    def __init__(self, inner: nn.Module, eps: float = CANONICAL_EPS) -> None:
+        super().__init__()
+        self.inner = inner
+        self.eps = eps
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            inner = self.__dict__.get("_modules", {}).get("inner")
+            if inner is None or name.startswith("__"):  # half-built (a copy, an unpickling)
+                raise
+            return getattr(inner, name)
+
+
+class CanonicalInput(_Wrapper):
+    """``inner(C(x))``: an activation on canonical coordinates (GCT's activation rule)."""
+
+    def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return self.inner(canonical(x, self.eps), *args, **kwargs)
+
+
+class CanonicalOutput(_Wrapper):
+    """``C(inner(...))``: one part of a sum whose parts have different units (an expert's output)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return canonical(self.inner(*args, **kwargs), self.eps)
+
+
+class CanonicalLinear(nn.Linear):
+    """``C(x W^T + b)``: CanonicalOutput for a Linear, keeping the Linear's parameter names."""
+
+    eps: float = CANONICAL_EPS
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return canonical(super().forward(x), self.eps)
+
+
+class DimensionlessLinear(nn.Linear):
+    """``gain * C(x) . C(W)^T / sqrt(d) + b``: dimensionless logits (a router's), with a
+    dimensionless gain beside the Linear's own parameters."""
+
+    eps: float = CANONICAL_EPS
+    gain: nn.Parameter
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = F.linear(canonical(x, self.eps), canonical(self.weight, self.eps))
+        out = self.gain * scores / math.sqrt(self.in_features)
+        return out if self.bias is None else out + self.bias

@@ -1068,3 +1068,40 @@ class LogNormalisedGateMLP(nn.Module):
 
 def log_normalised_gate_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, None, LogNormalisedGateMLP)
+
+
+class GatedExpert(nn.Module):
+    """One expert of a research-code MoE: a gated MLP whose activation is a module."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.w1, self.v1 = (nn.Linear(cfg.n_embd, 2 * cfg.n_embd, bias=False) for _ in range(2))
+        self.w2 = nn.Linear(2 * cfg.n_embd, cfg.n_embd, bias=False)
+        self.act = nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(self.act(self.w1(x)) * self.v1(x))  # type: ignore[no-any-return]
+
+
+class LoopedExpertsMoE(nn.Module):
+    """DBRX's and most research code's MoE: a loop over the experts the batch hit, each reading
+    its tokens by ``torch.where`` and adding into a zero fill. The loop branches on data, so a
+    capture keeps this module whole."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 4, bias=False)
+        self.experts = nn.ModuleList([GatedExpert(cfg) for _ in range(4)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.size(-1))
+        weights, chosen = torch.topk(torch.softmax(self.router(flat), dim=-1), 2, dim=-1)
+        out = torch.zeros_like(flat)
+        for e in torch.unique(chosen).tolist():
+            rows, slot = torch.where(chosen == e)
+            out.index_add_(0, rows, self.experts[e](flat[rows]) * weights[rows, slot, None])
+        return out.view_as(x)
+
+
+def looped_experts_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, None, LoopedExpertsMoE)

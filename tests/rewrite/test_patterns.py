@@ -27,6 +27,7 @@ from .pattern_models import (
     gated_skip_lm,
     linear_scan_lm,
     log_normalised_gate_lm,
+    looped_experts_lm,
     media_tokens_lm,
     mixed_gate_lm,
     mixer_lm,
@@ -574,3 +575,27 @@ def test_an_activation_log_normalised_by_its_own_logsumexp() -> None:
     assert res.complete and not res.gct.unhandled, res.gct.unhandled
     assert any(line.startswith("[activations] log_sigmoid(linear@mlp.gate)") for line in res.gct.log), res.gct.log
     assert infer_units(res.module, inputs).violations == []
+
+
+def test_an_moe_kept_whole_gets_its_children_rewritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Research-code MoE (DBRX, Mixtral before transformers 5): a loop over the experts the batch
+    hit, kept whole by the capture, so the graph rules cannot reach its router softmax, its
+    experts' activations or the sum of their outputs. Its children are swapped instead, in every
+    expert, hit or not; the written directory reloads, lints clean and verifies."""
+    model, inputs = looped_experts_lm()
+    before = {(v.rule, v.module) for v in lint(model, inputs).violations}
+    assert {("UC203", "mlp"), ("UC202", "mlp.experts.2.act")} <= before
+    out = tmp_path / "moe"
+    assert main(["rewrite", f"{MODELS}:looped_experts_lm", "--out", str(out)]) == 0, capsys.readouterr().out
+    assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+    report = json.loads((out / "unitcheck.json").read_text())
+    assert report["report"]["kept_whole"] == ["mlp"]
+    assert report["lint"]["after"]["violations"] == 0
+    log = report["report"]["log"]
+    assert "[kept_module] Linear@mlp.router -> gain * C(h) . C(W)^T / sqrt(16)" in log
+    assert {f"[kept_module] SiLU@mlp.experts.{i}.act -> silu(C(a))" for i in range(4)} <= set(log)
+    assert {f"[kept_module] Linear@mlp.experts.{i}.w2 -> C(linear(x))" for i in range(4)} <= set(log)
+    assert "mlp.router.gain" in report["report"]["new_parameters"]
+    assert not [p for p in report["report"]["dropped_parameters"] if p.startswith("mlp.")]  # it reads them
+    source = (out / "model.py").read_text()
+    assert "unitcheck.canonical:DimensionlessLinear" in source and "unitcheck.canonical:CanonicalInput" in source

@@ -10,11 +10,13 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import nn
 
 from ..declarations import resolve_declarations
 from .codegen import generate, render_source
 from .gct import GCTResult, RewriteError, gct_graph
+from .patterns import NewParam
 from .variants import capture
 
 __all__ = ["RewriteResult", "rewrite", "rewrite_gct", "write_rewrite", "RewriteError", "TARGETS"]
@@ -109,16 +111,26 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
     left: list[Any] = []
     if to == "gct":
         from ..infer import infer_units
+        from .kept import kept_rules
 
-        left = infer_units(module, example_inputs).violations
-        gains = parameter_gains(module, left, set(units))
-        if gains:
+        ug = infer_units(module, example_inputs)
+        for _ in range(4):  # a swap or a declaration can bring the next to light
+            left = ug.violations
+            swapped = kept_rules(gen.root, caps.kept, ug)
+            for name in swapped.gains:
+                res.new_params[name] = NewParam(name, torch.ones(()), "1", "router logit gain, init 1")
+                units[name] = "1"
+            gains = parameter_gains(module, left, set(units))
             for name, where in gains.items():
                 res.declared[name] = units[name] = "1"
                 res.log.append(f"[parameter_gains] {where} -> {name} declared dimensionless")
+            res.log.extend(swapped.log)
+            if not gains and not swapped.log:
+                break
             source = render_source(gen, units, source_name or type(model).__name__, how, summary)
             module = instantiate(source)
-            left = infer_units(module, example_inputs).violations
+            ug = infer_units(module, example_inputs)
+        left = ug.violations
     module.load_state_dict(gen.root.state_dict())
     return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes],
                          left, caps.kept)

@@ -30,6 +30,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from .. import opaque
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import (
@@ -1036,8 +1037,11 @@ RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention
 
 
 def _eliminate_dead(traced: TracedGraph) -> list[str]:
+    """Erase what nothing reads; the parameters that leaves the model without. A module kept
+    whole reads its own weights (the generated module holds it with them): not dropped."""
     graph = traced.graph
     graph.eliminate_dead_code()
+    whole = tuple(f"{opaque.call_parts(n)[0]}." for n in graph.find_nodes(op="call_function", target=opaque.OP))
     gone = []
     for n in list(graph.nodes):
         if n.op in ("placeholder", "get_attr") and not n.users and n.name in traced.leaves:
@@ -1047,7 +1051,8 @@ def _eliminate_dead(traced: TracedGraph) -> list[str]:
                 del traced.leaves[n.name]
                 graph.erase_node(n)
     kept = {leaf.name for leaf in traced.leaves.values()}
-    return sorted(set(gone) - kept)  # a tied weight's unused alias is not a dropped parameter
+    # a tied weight's unused alias is not a dropped parameter either
+    return sorted(name for name in set(gone) - kept if not name.startswith(whole))
 
 
 def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = None,
