@@ -116,17 +116,22 @@ def _feeds_softmax(node: fx.Node, depth: int = 6) -> bool:
     return any(base_name(u) in _SOFTMAX for u in users_through_views(node, depth, through=frozenset({"cat"})))
 
 
-def stream_source(node: fx.Node, parameters: bool = True) -> fx.Node:
+def stream_source(node: fx.Node, parameters: bool = True, read_by: fx.Node | None = None) -> fx.Node:
     """The value a chain of casts, copies and scalings by a constant or a parameter forwards: the
     stream a residual adds, when the block casts it (Mamba's ``residual.to(torch.float32)``),
     scales it (MiniMax's ``residual * alpha + branch * beta``, Doge's ``input_residual *
     residual + branch``) or shifts it by a parameter (Zaya's ``(residual + b) * s``) after its
-    branch has read it."""
+    branch has read it. With ``read_by`` (the branch), the walk stops at a shift or scaling the
+    branch reads (a cast it passes): that is part of the stream (learned positions added to the
+    embedding, ``wte(idx) + pos[:, :T]``)."""
+    order = topo_index(node.graph) if read_by is not None else None
     while node.args:
         name = base_name(node)
         if name in IDENTITY_OPS and isinstance(node.args[0], fx.Node):
             node = node.args[0]
             continue
+        if read_by is not None and is_ancestor(node, read_by, order):
+            break
         other = _other_operand(node, parameters) if name in ("mul", "div", "add", "sub") and len(node.args) == 2 else None
         if other is None:
             break

@@ -1105,3 +1105,20 @@ class LoopedExpertsMoE(nn.Module):
 
 def looped_experts_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, None, LoopedExpertsMoE)
+
+
+class LearnedPositionsLM(SplitKeyLM):
+    """ViT's and much research code's positions: a parameter table sliced to the sequence and
+    added to the token embedding, the first block reading the sum."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+        self.pos = nn.Parameter(0.02 * torch.randn(1, cfg.block_size, cfg.n_embd))
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.wte(idx) + self.pos[:, : idx.size(1)]  # type: ignore[no-any-return]
+
+
+def learned_positions_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(LearnedPositionsLM)

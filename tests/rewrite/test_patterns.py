@@ -25,6 +25,7 @@ from .pattern_models import (
     fp32_residual_lm,
     gated_residual_lm,
     gated_skip_lm,
+    learned_positions_lm,
     linear_scan_lm,
     log_normalised_gate_lm,
     looped_experts_lm,
@@ -599,3 +600,23 @@ def test_an_moe_kept_whole_gets_its_children_rewritten(tmp_path: Path, capsys: p
     assert not [p for p in report["report"]["dropped_parameters"] if p.startswith("mlp.")]  # it reads them
     source = (out / "model.py").read_text()
     assert "unitcheck.canonical:DimensionlessLinear" in source and "unitcheck.canonical:CanonicalInput" in source
+
+
+def test_learned_positions_the_first_block_reads_stay_on_the_stream() -> None:
+    """``wte(idx) + pos[:, :T]`` with ``pos`` a parameter: the lint binds pos to the tokens' unit,
+    and the stream is the sum. The rewrite had taken the shift for one applied after the branch
+    read the stream (Zaya's) and started the stream at C(wte(idx)): the positions reached the
+    first attention's input only, never the stream. With that attention's output zeroed, the
+    result must still depend on the positions."""
+    model, inputs = learned_positions_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and infer_units(res.module, inputs).violations == []
+    assert "[residual_stream] stream input add@<root> -> h0 = C(stream input)" in res.gct.log
+    out = res.module
+    with torch.no_grad():
+        out.get_parameter("attn.c_proj.weight").zero_()
+        out.get_parameter("attn.c_proj.bias").zero_()
+        loss = out(*inputs)[1]
+        out.get_parameter("pos").add_(torch.randn_like(out.get_parameter("pos")))
+        moved = out(*inputs)[1]
+    assert not torch.allclose(loss, moved)

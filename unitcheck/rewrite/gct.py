@@ -253,7 +253,8 @@ def residual_stream(ctx: RewriteContext) -> None:
             continue
         # earlier rewrites replaced the stream operand: read it from the add as it is now
         stream = add.args[1] if add.args[0] is branch else add.args[0]
-        root = stream_source(stream)  # type: ignore[arg-type]  # MiniMax's constant scaling is subsumed by alpha
+        # MiniMax's constant scaling is subsumed by alpha; learned positions the branch reads are not
+        root = stream_source(stream, read_by=branch)  # type: ignore[arg-type]
         h = canon.get(root)
         if h is None:
             h = _canonical_root(ctx, root)
