@@ -843,6 +843,35 @@ def _draws_kept() -> Iterator[None]:
         fx_node._side_effectful_functions.difference_update(added)
 
 
+@contextlib.contextmanager
+def _regions_interpreted() -> Iterator[None]:
+    """Lowering inlines a higher-order wrapper (an autocast or grad-mode region) by calling its
+    subgraph, so every op the region records carries the wrapper's metadata: the whole region read
+    as the root module's code at a line of generated code (an autocast in ``forward`` put every
+    finding at ``<root>`` and no residual add was seen). Run through an Interpreter, each op keeps
+    its own module and source line."""
+    from torch._higher_order_ops import wrap
+
+    # the position of the wrapped function among each wrapper's arguments
+    wrappers = {wrap.WrapWithAutocast: 4, wrap.WrapWithSetGradEnabled: 1}
+    saved = {cls: cls.__call__ for cls in wrappers}
+
+    def interpreted(call: Callable[..., Any], at: int) -> Callable[..., Any]:
+        def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if len(args) > at and isinstance(args[at], fx.GraphModule):
+                args = (*args[:at], fx.Interpreter(args[at]).run, *args[at + 1:])
+            return call(self, *args, **kwargs)
+        return patched
+
+    for cls, at in wrappers.items():
+        cls.__call__ = interpreted(saved[cls], at)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for cls, call in saved.items():
+            cls.__call__ = call  # type: ignore[method-assign]
+
+
 def _running_line(lines: dict[str, int]) -> str:
     """The innermost line of the running stack ("file:line") among ``lines``, or ""."""
     for frame in reversed(traceback.extract_stack()):
@@ -1095,7 +1124,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
         if _needs_lowering(ep.graph_module.graph, lower_op) if lower is None else lower:
             _mark_detaches(ep.graph_module.graph)
             _mark_no_grad_regions(ep.graph_module.graph)
-            with _draws_kept():
+            with _draws_kept(), _regions_interpreted():
                 ep = ep.run_decompositions(_decomposition_table())
             lowered = True
             _cut_no_grad_regions(ep.graph_module.graph)

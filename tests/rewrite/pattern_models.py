@@ -1122,3 +1122,21 @@ class LearnedPositionsLM(SplitKeyLM):
 
 def learned_positions_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(LearnedPositionsLM)
+
+
+class AutocastLM(SplitKeyLM):
+    """A forward that opens its own ``torch.autocast`` region (bfloat16 on CPU): the stream stays
+    float32, each linear and attention computes in bfloat16."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.attn = CausalSelfAttention(cfg)  # type: ignore[assignment]
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = self.head(self.trunk(idx))
+        return lm_output(logits.float(), targets)
+
+
+def autocast_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(AutocastLM)

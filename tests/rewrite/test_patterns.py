@@ -16,6 +16,7 @@ from unitcheck.rewrite.api import rewrite
 
 from ..conftest import needs_hf
 from .pattern_models import (
+    autocast_lm,
     clamped_glu_lm,
     codebook_losses_lm,
     delta_rule_lm,
@@ -620,3 +621,17 @@ def test_learned_positions_the_first_block_reads_stay_on_the_stream() -> None:
         out.get_parameter("pos").add_(torch.randn_like(out.get_parameter("pos")))
         moved = out(*inputs)[1]
     assert not torch.allclose(loss, moved)
+
+
+def test_an_autocast_region_in_forward(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``with torch.autocast(...)`` inside forward: lowering inlined the region with the wrapper's
+    metadata, so every op read as the root's code (no residual add found: "nothing to rewrite",
+    every finding at ``<root>``). The findings name their modules, and the rewrite casts its new
+    gains to the region's bfloat16 (a float32 gain had promoted the queries, which attention
+    refused beside bfloat16 keys)."""
+    model, inputs = autocast_lm()
+    found = {(v.rule, v.module) for v in lint(model, inputs).violations}
+    assert found == {("UC102", ""), ("UC201", "attn"), ("UC202", "mlp"), ("UC301", "")}  # was UC101, all at ""
+    out = tmp_path / "autocast"
+    assert main(["rewrite", f"{MODELS}:autocast_lm", "--out", str(out)]) == 0, capsys.readouterr().out
+    assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out

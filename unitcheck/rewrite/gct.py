@@ -455,9 +455,10 @@ def attention(ctx: RewriteContext) -> None:
         with ctx.graph.inserting_before(n):
             cq = ctx.graph.call_function(canonical, (q,))
             g4 = ctx.graph.call_function(aten.view.default, (gain, [1, heads, 1, 1]))
-            qg = ctx.graph.call_function(aten.mul.Tensor, (cq, g4))
             ck = ctx.graph.call_function(canonical, (k,))
-        for new in (cq, g4, qg, ck):
+        cq.meta["val"] = qv
+        qg = ctx.call(aten.mul.Tensor, (cq, g4), after=g4, like=n)  # the gain in the queries' dtype
+        for new in (cq, g4, ck):
             new.meta.update({k_: v for k_, v in n.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
         args = list(n.args)
         args[0], args[1] = qg, ck

@@ -77,6 +77,8 @@ class RewriteContext:
     def call(self, target: Callable[..., Any] | Any, args: tuple[Any, ...], after: fx.Node,
              like: fx.Node | None = None, kwargs: dict[str, Any] | None = None) -> fx.Node:
         """Insert ``target(*args)`` right after ``after``; copies module/stack metadata."""
+        if target in _PROMOTING:
+            args, after = self._in_operand_dtype(args, after)
         with self.graph.inserting_after(after):
             node = self.graph.call_function(target, args, kwargs or {})
         src = like if like is not None else after
@@ -86,6 +88,32 @@ class RewriteContext:
         if target in (canonical, orthogonal) and isinstance(args[0], fx.Node) and "val" in args[0].meta:
             node.meta["val"] = args[0].meta["val"]  # C and P_perp keep their input's shape and dtype
         return node
+
+    def _new_parameter(self, a: Any) -> torch.Tensor | None:
+        """The value of the new parameter ``a`` reads (through views), if it reads one."""
+        a = through_moves(a)
+        if isinstance(a, fx.Node) and a.op == "get_attr" and a.target in self.new_params:
+            return self.new_params[str(a.target)].value
+        return None
+
+    def _in_operand_dtype(self, args: tuple[Any, ...], after: fx.Node) -> tuple[tuple[Any, ...], fx.Node]:
+        """A new parameter cast to the float dtype of the value it combines with, where they
+        differ: inside an autocast region queries are bfloat16 in a float32 model, and a float32
+        gain would promote them (attention refuses keys of another dtype)."""
+        dtypes = [a.meta["val"].dtype for a in args if isinstance(a, fx.Node) and self._new_parameter(a) is None
+                  and isinstance(a.meta.get("val"), torch.Tensor) and a.meta["val"].is_floating_point()]
+        out = []
+        for a in args:
+            value = self._new_parameter(a)
+            if dtypes and value is not None and value.dtype != dtypes[0]:
+                with self.graph.inserting_after(after):
+                    a = after = self.graph.call_function(aten._to_copy.default, (a,), {"dtype": dtypes[0]})
+            out.append(a)
+        return tuple(out), after
+
+
+aten = torch.ops.aten
+_PROMOTING = {aten.mul.Tensor, aten.div.Tensor, aten.add.Tensor, aten.sub.Tensor}
 
 Rule = Callable[[RewriteContext], None]
 
