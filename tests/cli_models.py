@@ -81,3 +81,8 @@ def short_block():  # type: ignore[no-untyped-def]
     """A user's GPT that accepts at most 16 tokens."""
     model, (x, y) = build("gpt", vocab_size=256, block_size=16, n_layer=1, n_embd=16, n_head=2)
     return model, (x[:, :16], y[:, :16])
+
+
+def compiled():  # type: ignore[no-untyped-def]
+    model, inputs = build("gpt", n_layer=1)
+    return torch.compile(model), inputs

@@ -177,3 +177,11 @@ def test_non_positive_sizes_are_rejected_by_the_parser(capsys) -> None:  # type:
         main(["diagnose", "gpt", "--batch", "0"])
     assert exc.value.code == 2
     assert "--batch: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_a_factory_that_returns_a_compiled_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """Training code holds ``torch.compile(model)``: the report names the plain module's paths."""
+    assert main(["lint", f"{MODELS}:compiled", "--format", "json"]) == 1
+    found = json.loads(capsys.readouterr().out)["violations"]
+    assert found and {v["module"] for v in found} >= {"transformer.h.0.attn"}
+    assert not [v for v in found if v["module"].startswith("_orig_mod")]

@@ -173,3 +173,22 @@ def test_user_rule_for_a_custom_op() -> None:
     assert [v.rule for v in ug.violations] == ["UC101"]
     with pytest.raises(ValueError, match="already has the rule"):
         unitcheck.rule(torch.ops.unitcheck_test.square_plus.default)(lambda ctx: None)
+
+
+def test_a_compiled_model_is_checked_as_the_module_it_wraps(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``torch.compile(model)`` is what training code holds: its findings, its report's name and
+    its rewrite's parameter names are the plain module's (the wrapper had put ``_orig_mod.``
+    before every path, and named the report OptimizedModule)."""
+    from unitcheck.models import build
+
+    from unitcheck.rewrite.api import rewrite
+
+    model, inputs = build("gpt", n_layer=1)
+    plain = unitcheck.lint(model, inputs)
+    compiled = unitcheck.lint(torch.compile(model), inputs)
+    assert compiled.model == plain.model == "GPT"
+    assert [(v.rule, v.module) for v in compiled.violations] == [(v.rule, v.module) for v in plain.violations]
+    assert all(not v.module.startswith("_orig_mod") for v in compiled.violations) and compiled.violations
+    assert unitcheck.oracle.verify(torch.compile(model), inputs).agreed > 0
+    names = {n for n, _ in rewrite(torch.compile(model), inputs).module.named_parameters()}
+    assert "transformer.h.0.alpha_attn" in names

@@ -38,7 +38,7 @@ from .fxutil import has_float, is_index_value, location, module_path, op_name
 from .graphs import topo_index
 from .record import Floor, UnitRecord, store
 from .rulectx import RuleContext
-from .tracer import TracedGraph, trace
+from .tracer import TracedGraph, trace, uncompiled
 from .unitgraph import Binding, UnitGraph
 from .units import DIMENSIONLESS, Unit
 from .values import INDEX, POLY, Poly, UnitValue, Var, is_poly_number
@@ -371,6 +371,7 @@ def infer_units(
     ``declare`` maps glob patterns over qualified parameter/buffer names to units (the same form
     as ``[tool.unitcheck.declare]``); ``input_units`` maps input names to units.
     """
+    model = uncompiled(model)
     tg = traced if traced is not None else trace_for_inference(model, example_inputs, method=method)
     decls = resolve_declarations(model, declare)
     inputs = {k: as_unit(v, f"input {k!r}") for k, v in (input_units or {}).items()}

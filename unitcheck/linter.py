@@ -16,6 +16,7 @@ from .codes import CODES, SEVERITY_RANK
 from .diagnostics import Violation
 from .errors import UsageError
 from .infer import infer_units
+from .tracer import uncompiled
 from .unitgraph import UnitGraph
 
 __all__ = ["Report", "lint", "select_codes", "JSON_VERSION"]
@@ -154,4 +155,4 @@ def lint(
 
         found += check_updates(ug, optimizer)
     kept, suppressed = filter_violations(found, select, ignore, per_module_ignores)
-    return Report(name or type(model).__name__, ug, kept, suppressed, list(ug.notes))
+    return Report(name or type(uncompiled(model)).__name__, ug, kept, suppressed, list(ug.notes))

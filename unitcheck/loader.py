@@ -317,6 +317,9 @@ def _from_factory(spec: str, sets: Mapping[str, Any], inputs: Sequence[str] | No
                              "(module, example_inputs) or a module")
     if not isinstance(made, nn.Module):
         raise ModelSpecError(f"factory {spec} returned {type(made).__name__}, not an nn.Module or (module, inputs)")
+    from .tracer import uncompiled
+
+    made = uncompiled(made)
     where = _tensor_device(made) or ("meta" if device == "meta" else "cpu")
     if inputs:
         example = _parse_inputs(inputs, where)

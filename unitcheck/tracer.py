@@ -1541,6 +1541,15 @@ def _note_autocast(g: TracedGraph, rewritten: list[str]) -> None:
         )
 
 
+def uncompiled(model: nn.Module) -> nn.Module:
+    """The module ``torch.compile`` wrapped: what the user wrote, with its own class name and
+    module paths (the wrapper puts ``_orig_mod.`` before every path, which baselines and
+    suppressions written for the plain model would not match)."""
+    while isinstance(getattr(model, "_orig_mod", None), nn.Module) and type(model).__name__ == "OptimizedModule":
+        model = model._orig_mod  # type: ignore[assignment]
+    return model
+
+
 def trace(
     model: nn.Module,
     example_inputs: Any,

@@ -29,7 +29,7 @@ from torch.utils import _pytree as pytree
 
 from ..graphs import float_bytes
 from ..infer import infer_units
-from ..tracer import TraceError
+from ..tracer import TraceError, uncompiled
 from ..unitgraph import UnitGraph
 from .compare import RTOL, close
 from .fingerprint import fingerprint_checked, fingerprint_graph
@@ -70,6 +70,7 @@ def prepare(
     model: nn.Module, example_inputs: Any, seed: int = 0, redraw: bool = True, **infer_kw: Any
 ) -> tuple[nn.Module, Any, UnitGraph]:
     """A float64 copy of the model (parameters redrawn) and its unit graph."""
+    model = uncompiled(model)
     for t in list(model.parameters()) + list(model.buffers()):
         if t.device.type == "meta":
             raise OracleError(

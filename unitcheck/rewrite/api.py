@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..declarations import resolve_declarations
+from ..tracer import uncompiled
 from .codegen import generate, render_source
 from .gct import GCTResult, RewriteError, gct_graph
 from .patterns import NewParam
@@ -79,6 +80,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
     if to not in TARGETS:
         raise RewriteError(f"unknown rewrite target {to!r}: choose from {', '.join(TARGETS)}")
     t0 = time.perf_counter()
+    model = uncompiled(model)
     caps = capture(model, example_inputs)
     if to == "identity":
         res = _unchanged(caps.eval)
