@@ -1115,3 +1115,17 @@ class RegulatesLength(nn.Module):
         h = self.proj(x)
         durations = (self.duration(h).squeeze(-1).exp() * 1.5).round().long().clamp(0, 3)
         return self.out(regulate(h, durations)).sum(0)
+
+
+class DictBatch(nn.Module):
+    """A forward that takes the batch as a dict (Lightning-style ``model(batch)``), with a list of
+    masks inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.proj = nn.Linear(8, 16)
+
+    def forward(self, batch: dict[str, Any], scale: float = 1.0) -> torch.Tensor:
+        h = self.proj(self.emb(batch["input_ids"])) * batch["masks"][0].unsqueeze(-1) * scale
+        return F.cross_entropy(h.flatten(0, 1), batch["labels"].flatten())

@@ -35,6 +35,7 @@ from .faithful_models import (
     CustomOp,
     DeadDropout,
     DetachedMemory,
+    DictBatch,
     DropsAcross,
     DropsLayers,
     DropsLowered,
@@ -938,3 +939,19 @@ def test_a_library_function_that_branches_on_its_data_is_kept_whole() -> None:
     for inputs in ((x,), (other,)):
         for training in (False, True):
             assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)
+
+
+def test_a_forward_that_takes_a_dict_batch_keeps_its_arguments() -> None:
+    """``model(batch)`` with a dict batch: the capture sees the flat tensors, and the generated
+    forward took them (``batch_input_ids, batch_masks_0, batch_labels``), so the generated module
+    could not be called as the original is (the rewrite's own lint of it failed: "missing a
+    required argument"). It takes ``batch`` and reads the tensors out of it."""
+    torch.manual_seed(0)
+    model = DictBatch()
+    ids = torch.randint(0, 16, (2, 5))
+    batch = {"input_ids": ids, "masks": [torch.ones(2, 5)], "labels": ids.roll(1, 1)}
+    res = rewrite(model, (batch,), to="identity")
+    assert "def forward(self, batch):" in res.source
+    assert "self._forward_flat(batch['input_ids'], batch['masks'][0], batch['labels'])" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, (batch,), training) == [], training

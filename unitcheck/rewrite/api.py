@@ -15,7 +15,7 @@ from torch import nn
 
 from ..declarations import resolve_declarations
 from ..tracer import uncompiled
-from .codegen import generate, render_source
+from .codegen import generate, render_source, structured_inputs
 from .gct import GCTResult, RewriteError, gct_graph
 from .patterns import NewParam
 from .variants import capture
@@ -99,6 +99,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
         if train is not None:
             nvfp4_graph(train.traced, nvfp4)
     gen = generate(res.traced, train.traced if train is not None else None, caps.dtype, caps.other)
+    gen.arguments = structured_inputs(model, example_inputs)
     units = {**_kept_declarations(model, gen.root), **res.declared,
              **{name: p.unit for name, p in res.new_params.items()}}
     how = f"--to {to}" + (f" --nvfp4 {nvfp4}" if nvfp4 else "")

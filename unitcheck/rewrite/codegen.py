@@ -44,7 +44,7 @@ from ..runtime import (
     index_slice,
     update_buffer,
 )
-from ..tracer import DETACH_KEY, NO_GRAD_KEY, TracedGraph
+from ..tracer import DETACH_KEY, NO_GRAD_KEY, TracedGraph, normalise_inputs
 from .inplace import in_place_on_views
 from .layerdrop import branch_on_draws
 from .outputs import declared_order
@@ -99,6 +99,33 @@ class Generated:
     # "forward", or "_forward_eval" and "_forward_train"; then the methods they call
     graphs: dict[str, fx.Graph]
     notes: list[str] = field(default_factory=list)
+    # the forward's own arguments and, per graph input, where in them it is (structured_inputs)
+    arguments: tuple[list[str], list[str]] | None = None
+
+
+def structured_inputs(model: nn.Module, example_inputs: Any) -> tuple[list[str], list[str]] | None:
+    """The forward's argument names and an expression per flat input (``batch['input_ids']``),
+    where an argument is a container (a dict batch): generated code then takes the arguments the
+    original takes, not the flat tensors a capture sees. None where every argument is flat."""
+    import inspect
+
+    args, kwargs = normalise_inputs(example_inputs)
+    try:
+        params = list(inspect.signature(model.forward).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return None
+    names = params[:len(args)]
+    leaves, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=lambda x: x is None)
+    exprs = []
+    for path, _ in leaves:
+        head, key, *rest = path
+        name = names[key.idx] if head.idx == 0 else key.key  # type: ignore[attr-defined]
+        exprs.append(f"{name}{pytree.keystr(tuple(rest))}")
+        if rest and not all(isinstance(k, (pytree.MappingKey, pytree.SequenceKey)) for k in rest):
+            return None  # an attribute of an object: no expression to read it by
+    if not any(len(path) > 2 for path, _ in leaves):
+        return None
+    return names + [k for k in kwargs if k not in names], exprs
 
 
 def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any]) -> fx.Graph:
@@ -683,14 +710,18 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
     methods: list[str] = []
     globals_: dict[str, Any] = {}
     inputs: list[str] = []
+    flat = gen.arguments is not None and len(gen.arguments[1]) == len(_inputs_of(gen))
     for name, graph in gen.graphs.items():
-        text, g, args = _method(graph, name)
+        text, g, args = _method(graph, "_forward_flat" if flat and name == "forward" else name)
         methods.append(text)
         globals_.update(g)
         inputs = args if name in _FORWARDS else inputs
+    sig = ", ".join(["self", *(gen.arguments[0] if flat else inputs)])  # type: ignore[index]
+    call = ", ".join(gen.arguments[1] if flat else inputs)  # type: ignore[index]
+    if flat and "forward" in gen.graphs:
+        methods.insert(0, f"    def forward({sig}):\n        # the arguments the original takes, read into the "
+                          f"tensors the graph takes\n        return self._forward_flat({call})\n")
     if "forward" not in gen.graphs:
-        sig = ", ".join(["self", *inputs])
-        call = ", ".join(inputs)
         methods.insert(0, f"    def forward({sig}):\n"
                           "        # training mode computes a different graph (e.g. batch-norm statistics)\n"
                           f"        if self.training:\n            return self._forward_train({call})\n"
@@ -722,6 +753,11 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
         + ("\n".join(shapes) if shapes else "        pass") + "\n\n"
         + "\n\n".join(m.rstrip() for m in methods) + "\n"
     )
+
+
+def _inputs_of(gen: Generated) -> list[str]:
+    graph = gen.graphs.get("forward") or gen.graphs["_forward_eval"]
+    return [n.name for n in graph.nodes if n.op == "placeholder"]
 
 
 def _kept_modules(root: nn.Module) -> list[tuple[str, nn.Module]]:
