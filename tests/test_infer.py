@@ -192,3 +192,27 @@ def test_a_compiled_model_is_checked_as_the_module_it_wraps(tmp_path) -> None:  
     assert unitcheck.oracle.verify(torch.compile(model), inputs).agreed > 0
     names = {n for n, _ in rewrite(torch.compile(model), inputs).module.named_parameters()}
     assert "transformer.h.0.alpha_attn" in names
+
+
+class _ComplexRotary(nn.Module):
+    """Meta's Llama reference code: the rotary table a complex tensor (``torch.polar``) held as a
+    plain attribute, applied by complex products."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.freqs_cis = torch.polar(torch.ones(3, 2), torch.rand(3, 2, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.view_as_complex(self.lin(x).reshape(3, 2, 2)) * self.freqs_cis
+        return torch.view_as_real(z).reshape(3, 4)
+
+
+def test_a_complex_constant_is_a_dimensionless_rotation() -> None:
+    """Real values of a complex constant: its kind was read with ``unique``, which complex tensors
+    lack (an internal error in ``units`` and ``--verify`` on Meta's Llama code). The rotation is
+    dimensionless, so the output keeps the projection's unit."""
+    ug = infer_units(_ComplexRotary(), (torch.randn(3, 4),))
+    assert ug.coverage == 1.0 and ug.violations == []
+    out = next(n for n in ug.graph.nodes if n.op == "output").args[0][0]
+    assert str(ug.unit(out)) == "in:x · p:lin.weight"

@@ -328,6 +328,8 @@ def _constant_kind(val: Any) -> UnitValue:
     if val.device.type == "meta":
         return DIMENSIONLESS
     flat = val.detach().reshape(-1)
+    if flat.is_complex():  # Meta's Llama keeps its rotary table as a complex tensor (torch.polar)
+        flat = torch.view_as_real(flat).reshape(-1)
     if flat.numel() > 1_000_000:
         flat = flat[:1_000_000]
     if all(is_poly_number(float(x)) for x in flat.unique()[:64]) and flat.unique().numel() <= 64:
