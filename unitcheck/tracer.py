@@ -696,6 +696,7 @@ def _boolean(name: str, args: list[Any]) -> bool | None:
 DRAWS_KEPT = "holds the path on which every layer runs"  # the note of a capture that did
 FINITE_PATH = "holds the path of finite values"  # the note of a capture that did
 STATE_PATH = "holds the path its buffers' values take"  # the note of a capture that did
+NOT_CHECKPOINTED = "does not checkpoint"  # the note of a capture that inlined a checkpoint
 FINITE_KEY = "unitcheck_finite_test"  # node.meta["custom"]: reads a finiteness test into Python (its line)
 
 
@@ -1483,6 +1484,34 @@ def uncallable_functions() -> Iterator[list[nn.Module | None]]:
 
 
 @contextlib.contextmanager
+def checkpoints_inlined() -> Iterator[list[str]]:
+    """Reentrant activation checkpointing (``checkpoint(fn, x, use_reentrant=True)``, the default
+    of older code and of transformers' gradient checkpointing until recently) runs ``fn`` without
+    grad in forward and again with grad in backward. Captured as it runs, the graph held ``fn``
+    without grad: the generated module had no gradients at all, and its GCT rewrite was called
+    complete. Captured, a checkpoint is the function it recomputes (the list names each); the
+    generated module computes the same values and gradients, without checkpointing."""
+    from torch.utils import checkpoint
+
+    cls = checkpoint.CheckpointFunction
+    own = cls.__dict__.get("apply")
+    hits: list[str] = []
+
+    def apply(klass: Any, function: Any, preserve_rng_state: bool, *args: Any) -> Any:
+        hits.append(getattr(function, "__qualname__", type(function).__name__))
+        return function(*args)
+
+    cls.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
+    try:
+        yield hits
+    finally:
+        if own is None:
+            del cls.apply
+        else:
+            cls.apply = own  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def mark_autograd_functions() -> Iterator[None]:
     """Mark the nodes of each ``Function.apply`` the capture inlines (a hand-written backward,
     as BLOOM's GeLU has, that the traced forward's autograd would not reproduce): the call and
@@ -1602,9 +1631,13 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
             g.notes.append(fallback.format(failure=construct + (f" at {loc.file}:{loc.line}" if loc else "")))
         g.trace_seconds = time.perf_counter() - t0
         _note_autocast(g, rewritten)
+        if recomputed:
+            g.notes.append(f"{len(recomputed)} reentrant activation checkpoint(s) captured as the function each "
+                           f"recomputes: a module generated from this graph {NOT_CHECKPOINTED}")
         return g
 
-    with _mode(model, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions():
+    with _mode(model, training), _quiet(), meta_autocast() as rewritten, mark_autograd_functions(), \
+            checkpoints_inlined() as recomputed:
         if method in ("auto", "export"):
             try:
                 g = _export(model, args, kwargs, dynamic, lower_op)

@@ -1129,3 +1129,19 @@ class DictBatch(nn.Module):
     def forward(self, batch: dict[str, Any], scale: float = 1.0) -> torch.Tensor:
         h = self.proj(self.emb(batch["input_ids"])) * batch["masks"][0].unsqueeze(-1) * scale
         return F.cross_entropy(h.flatten(0, 1), batch["labels"].flatten())
+
+
+class CheckpointsBlocks(nn.Module):
+    """Blocks run under reentrant activation checkpointing (``checkpoint(block, x,
+    use_reentrant=True)``): forward runs each block without grad, backward runs it again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8)) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        for block in self.blocks:
+            x = x + checkpoint(block, x, use_reentrant=True)
+        return x

@@ -26,6 +26,7 @@ from .faithful_models import (
     AssertsNoNaN,
     BetaDraw,
     BranchesOnAKeptSize,
+    CheckpointsBlocks,
     ChunksOfItsOwn,
     ClampsItsInput,
     ClampsItsWeight,
@@ -955,3 +956,18 @@ def test_a_forward_that_takes_a_dict_batch_keeps_its_arguments() -> None:
     assert "self._forward_flat(batch['input_ids'], batch['masks'][0], batch['labels'])" in res.source
     for training in (False, True):
         assert differences(model, res.module, (batch,), training) == [], training
+
+
+def test_reentrant_activation_checkpointing_is_the_function_it_recomputes() -> None:
+    """``checkpoint(block, x, use_reentrant=True)`` runs the block without grad in forward: the
+    capture held it so, and the generated module had no gradients at all (the GCT rewrite of such
+    a model was called complete and could not train). The checkpoint is captured as the block;
+    the generated module equals the original, gradients included, and the notes say it does not
+    checkpoint."""
+    torch.manual_seed(0)
+    model, x = CheckpointsBlocks(), torch.randn(3, 8, requires_grad=True)
+    res = rewrite(model, (x,), to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training
+    assert "_set_grad_enabled(False)" not in res.source
+    assert any("reentrant activation checkpoint" in n for n in res.notes)

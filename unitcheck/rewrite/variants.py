@@ -32,6 +32,7 @@ from ..tracer import (
     FINITE_PATH,
     FUSED_KERNEL_OPS,
     HOST_GENERATORS,
+    NOT_CHECKPOINTED,
     SIZES_FIXED,
     STATE_PATH,
     TracedGraph,
@@ -460,7 +461,8 @@ def _steady(model: nn.Module, example_inputs: Any, tg: TracedGraph, training: bo
 def _kept_notes(tg: TracedGraph) -> list[str]:
     """The capture's notes that concern the generated module: sizes it fixes, branches it asserts
     or keeps."""
-    return [n for n in tg.notes if any(kept in n for kept in (SIZES_FIXED, FINITE_PATH, DRAWS_KEPT, STATE_PATH))]
+    return [n for n in tg.notes
+            if any(kept in n for kept in (SIZES_FIXED, FINITE_PATH, DRAWS_KEPT, STATE_PATH, NOT_CHECKPOINTED))]
 
 
 def capture(model: nn.Module, example_inputs: Any) -> Captures:
