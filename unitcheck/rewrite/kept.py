@@ -49,8 +49,16 @@ def _kept_path(module: str, kept: list[str]) -> str | None:
     return next((k for k in kept if module == k or module.startswith(f"{k}.")), None)
 
 
-def _is_leaf_activation(m: nn.Module) -> bool:
-    return not isinstance(m, _WRAPPERS) and not m._modules and not m._parameters and not m._buffers
+def _module(root: nn.Module, path: str) -> nn.Module | None:
+    """The module at ``path``; None where a finding's path names none (an op of the module's own)."""
+    try:
+        return root.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+def _is_leaf_activation(m: nn.Module | None) -> bool:
+    return m is not None and not isinstance(m, _WRAPPERS) and not m._modules and not m._parameters and not m._buffers
 
 
 def _siblings(root: nn.Module, path: str) -> list[str]:
@@ -126,12 +134,12 @@ def kept_rules(root: nn.Module, kept: list[str], ug: UnitGraph) -> KeptChanges:
         if k is None:
             continue
         node = ug.node(v.node)
-        if v.rule in _ACTIVATION_CODES and v.module != k and _is_leaf_activation(root.get_submodule(v.module)):
+        if v.rule in _ACTIVATION_CODES and v.module != k and _is_leaf_activation(_module(root, v.module)):
             _swap(root, v.module, CanonicalInput, f"{base_name(node)}(C(a))", changes)
         elif v.rule == "UC203" and node.args:
             src = through_moves(node.args[0])
             path = module_path(src) if isinstance(src, fx.Node) else ""
-            if path.startswith(f"{k}.") and type(root.get_submodule(path)) is nn.Linear:
+            if path.startswith(f"{k}.") and type(_module(root, path)) is nn.Linear:
                 _swap(root, path, lambda m: _recast(m, DimensionlessLinear),
                       lambda m: f"gain * C(h) . C(W)^T / sqrt({m.in_features})", changes)
         elif v.rule == "UC101":
@@ -140,7 +148,9 @@ def kept_rules(root: nn.Module, kept: list[str], ug: UnitGraph) -> KeptChanges:
         return changes
     for node, k in sums:
         for path in _child_outputs(node, k):
-            m = root.get_submodule(path)
+            m = _module(root, path)
+            if m is None:
+                continue
             if type(m) is nn.Linear:
                 _swap(root, path, lambda m: _recast(m, CanonicalLinear), "C(linear(x))", changes)
             elif not isinstance(m, _WRAPPERS):
