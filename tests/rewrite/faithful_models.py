@@ -1145,3 +1145,15 @@ class CheckpointsBlocks(nn.Module):
         for block in self.blocks:
             x = x + checkpoint(block, x, use_reentrant=True)
         return x
+
+
+class VariadicDicts(nn.Module):
+    """``forward(*parts, **extras)`` with a dict among the parts and a keyword the signature does
+    not name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, *parts: Any, **extras: torch.Tensor) -> torch.Tensor:
+        return self.lin(parts[0]["a"] + parts[1] * extras["gain"]).sum()  # type: ignore[no-any-return]

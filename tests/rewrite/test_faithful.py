@@ -74,6 +74,7 @@ from .faithful_models import (
     StreamingChunks,
     SwitchesOnce,
     UnusedHostDraw,
+    VariadicDicts,
     WeightNormConv,
     Windowed,
 )
@@ -956,6 +957,13 @@ def test_a_forward_that_takes_a_dict_batch_keeps_its_arguments() -> None:
     assert "self._forward_flat(batch['input_ids'], batch['masks'][0], batch['labels'])" in res.source
     for training in (False, True):
         assert differences(model, res.module, (batch,), training) == [], training
+    varied = VariadicDicts()
+    example = (({"a": torch.randn(2, 4)}, torch.randn(2, 4)), {"gain": torch.randn(2, 4)})
+    res = rewrite(varied, example, to="identity")
+    assert "def forward(self, *parts, **extras):" in res.source
+    assert "self._forward_flat(parts[0]['a'], parts[1], extras['gain'])" in res.source
+    for training in (False, True):
+        assert differences(varied, res.module, example, training) == [], training
 
 
 def test_reentrant_activation_checkpointing_is_the_function_it_recomputes() -> None:

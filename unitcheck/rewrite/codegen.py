@@ -104,28 +104,44 @@ class Generated:
 
 
 def structured_inputs(model: nn.Module, example_inputs: Any) -> tuple[list[str], list[str]] | None:
-    """The forward's argument names and an expression per flat input (``batch['input_ids']``),
-    where an argument is a container (a dict batch): generated code then takes the arguments the
-    original takes, not the flat tensors a capture sees. None where every argument is flat."""
+    """The forward's parameters (as a signature lists them) and an expression per flat input
+    (``batch['input_ids']``, ``xs[1]``), where an argument is a container (a dict batch): generated
+    code then takes the arguments the original takes, not the flat tensors a capture sees. None
+    where every argument is flat."""
     import inspect
 
     args, kwargs = normalise_inputs(example_inputs)
     try:
-        params = list(inspect.signature(model.forward).bind(*args, **kwargs).arguments)
+        sig = inspect.signature(model.forward)
+        bound = sig.bind(*args, **kwargs).arguments
     except (TypeError, ValueError):
         return None
-    names = params[:len(args)]
+    kinds = {name: sig.parameters[name].kind for name in bound}
+    positional: list[str] = []  # an expression per positional argument
+    for name, kind in kinds.items():
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            positional += [f"{name}[{j}]" for j in range(len(bound[name]))]
+        elif kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) \
+                and len(positional) < len(args):
+            positional.append(name)
+    extra = next((n for n, k in kinds.items() if k is inspect.Parameter.VAR_KEYWORD), None)
     leaves, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)), is_leaf=lambda x: x is None)
     exprs = []
     for path, _ in leaves:
         head, key, *rest = path
-        name = names[key.idx] if head.idx == 0 else key.key  # type: ignore[attr-defined]
-        exprs.append(f"{name}{pytree.keystr(tuple(rest))}")
-        if rest and not all(isinstance(k, (pytree.MappingKey, pytree.SequenceKey)) for k in rest):
+        if not all(isinstance(k, (pytree.MappingKey, pytree.SequenceKey)) for k in rest):
             return None  # an attribute of an object: no expression to read it by
+        if head.idx == 0:  # type: ignore[attr-defined]
+            where = positional[key.idx]  # type: ignore[attr-defined]
+        else:
+            name = str(key.key)  # type: ignore[attr-defined]
+            named = name in kinds and kinds[name] is not inspect.Parameter.VAR_KEYWORD
+            where = name if named else f"{extra}[{name!r}]"
+        exprs.append(f"{where}{pytree.keystr(tuple(rest))}")
     if not any(len(path) > 2 for path, _ in leaves):
         return None
-    return names + [k for k in kwargs if k not in names], exprs
+    prefix: dict[Any, str] = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    return [prefix.get(kind, "") + name for name, kind in kinds.items()], exprs
 
 
 def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any]) -> fx.Graph:
