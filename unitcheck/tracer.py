@@ -532,25 +532,43 @@ def _mark_detaches(graph: fx.Graph) -> None:
 NO_GRAD_KEY = "unitcheck_no_grad"  # node.meta["custom"]: computed inside a ``torch.no_grad()`` region
 
 
+def _region_body(node: fx.Node) -> fx.GraphModule | None:
+    """The subgraph a higher-order wrapper (a grad-mode or autocast region) runs, if ``node`` is one."""
+    at = {torch.ops.higher_order.wrap_with_set_grad_enabled: 1, torch.ops.higher_order.wrap_with_autocast: 4}
+    i = at.get(node.target)  # type: ignore[call-overload]
+    arg = node.args[i] if i is not None and len(node.args) > i else None
+    body = getattr(node.graph.owning_module, str(arg.target), None) if isinstance(arg, fx.Node) else None
+    return body if isinstance(body, fx.GraphModule) else None
+
+
+def _regions_keep_meta(graph: fx.Graph) -> None:
+    """Export wraps a ``torch.no_grad()`` or ``torch.autocast`` region in a higher-order op, and
+    lowering inlines it by calling the region's graph: every op would take the region's metadata
+    (the model that opened it, a line of generated code), so an autocast in ``forward`` put every
+    finding at ``<root>`` and hid every residual add. Each region's graph runs node by node
+    instead, and each inlined op keeps its own module path and source line (HRM's blocks inside
+    a no-grad region)."""
+    for n in graph.nodes:
+        body = _region_body(n)
+        if body is not None:
+            _regions_keep_meta(body.graph)
+            body.forward = functools.partial(_run_keeping_meta, body)  # type: ignore[method-assign]
+
+
 def _mark_no_grad_regions(graph: fx.Graph) -> None:
-    """Export wraps a ``torch.no_grad()`` region in a higher-order op, and lowering inlines it:
-    every node of the region is marked first, so :func:`_cut_no_grad_regions` can detach what
-    leaves the region (HRM's early cycles). The region's graph is run node by node when lowering
-    inlines it, so each inlined op keeps its own node's metadata (its module path, HRM's blocks
-    inside the region) instead of inheriting the region's (the model that opened it)."""
-    owner = graph.owning_module
+    """Every node of a ``torch.no_grad()`` region is marked before lowering inlines it, so
+    :func:`_cut_no_grad_regions` can detach what leaves the region (HRM's early cycles)."""
     for n in graph.nodes:
         if n.target is not torch.ops.higher_order.wrap_with_set_grad_enabled or n.args[0] is not False:
             continue
         n.meta.setdefault("custom", {})[NO_GRAD_KEY] = True
-        body = getattr(owner, str(n.args[1].target), None) if isinstance(n.args[1], fx.Node) else None
-        if not isinstance(body, fx.GraphModule):
+        body = _region_body(n)
+        if body is None:
             continue
         for inner in body.graph.nodes:
             if inner.op == "call_function":
                 inner.meta["custom"] = {**(inner.meta.get("custom") or {}), NO_GRAD_KEY: True}
         _mark_no_grad_regions(body.graph)
-        body.forward = functools.partial(_run_keeping_meta, body)  # type: ignore[method-assign]
 
 
 def _run_keeping_meta(gm: fx.GraphModule, *args: Any) -> Any:
@@ -844,35 +862,6 @@ def _draws_kept() -> Iterator[None]:
         fx_node._side_effectful_functions.difference_update(added)
 
 
-@contextlib.contextmanager
-def _regions_interpreted() -> Iterator[None]:
-    """Lowering inlines a higher-order wrapper (an autocast or grad-mode region) by calling its
-    subgraph, so every op the region records carries the wrapper's metadata: the whole region read
-    as the root module's code at a line of generated code (an autocast in ``forward`` put every
-    finding at ``<root>`` and no residual add was seen). Run through an Interpreter, each op keeps
-    its own module and source line."""
-    from torch._higher_order_ops import wrap
-
-    # the position of the wrapped function among each wrapper's arguments
-    wrappers = {wrap.WrapWithAutocast: 4, wrap.WrapWithSetGradEnabled: 1}
-    saved = {cls: cls.__call__ for cls in wrappers}
-
-    def interpreted(call: Callable[..., Any], at: int) -> Callable[..., Any]:
-        def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if len(args) > at and isinstance(args[at], fx.GraphModule):
-                args = (*args[:at], fx.Interpreter(args[at]).run, *args[at + 1:])
-            return call(self, *args, **kwargs)
-        return patched
-
-    for cls, at in wrappers.items():
-        cls.__call__ = interpreted(saved[cls], at)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        for cls, call in saved.items():
-            cls.__call__ = call  # type: ignore[method-assign]
-
-
 def _running_line(lines: dict[str, int]) -> str:
     """The innermost line of the running stack ("file:line") among ``lines``, or ""."""
     for frame in reversed(traceback.extract_stack()):
@@ -1125,7 +1114,8 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
         if _needs_lowering(ep.graph_module.graph, lower_op) if lower is None else lower:
             _mark_detaches(ep.graph_module.graph)
             _mark_no_grad_regions(ep.graph_module.graph)
-            with _draws_kept(), _regions_interpreted():
+            _regions_keep_meta(ep.graph_module.graph)
+            with _draws_kept():
                 ep = ep.run_decompositions(_decomposition_table())
             lowered = True
             _cut_no_grad_regions(ep.graph_module.graph)
