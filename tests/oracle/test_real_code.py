@@ -3,6 +3,8 @@ must measure it in float64 end to end, without an internal error, and agree with
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -1059,3 +1061,26 @@ def test_an_op_without_a_derivative_is_a_one_line_refusal() -> None:
     cannot be measured, which the oracle says (an OracleError, exit 2), not an internal error."""
     with pytest.raises(oracle.OracleError, match="gradients cannot be measured.*_sample_dirichlet"):
         oracle.verify(BetaTime(), (torch.randn(5, 4), torch.randint(0, 3, (5,))), with_fingerprint=True)
+
+
+class _OldWeightNorm(nn.Module):
+    """A TCN block with the old hook-based ``nn.utils.weight_norm``, called once: the module then
+    holds the weight it computed as a plain attribute, which deepcopy refuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with warnings.catch_warnings():  # deprecated in favour of parametrizations.weight_norm
+            warnings.simplefilter("ignore")
+            self.conv = nn.utils.weight_norm(nn.Conv1d(4, 4, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + F.relu(self.conv(x))
+
+
+def test_a_module_holding_a_computed_weight_is_verified() -> None:
+    """``--verify`` on the old ``weight_norm`` was an internal error (deepcopy of a non-leaf)."""
+    torch.manual_seed(0)
+    model, x = _OldWeightNorm(), torch.randn(2, 4, 6)
+    model(x)
+    res = _verified(model, (x,), fingerprint=False)
+    assert res.checked > 0

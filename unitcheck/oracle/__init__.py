@@ -105,8 +105,13 @@ def prepare(
 
 
 def _copy(model: nn.Module, seed: int, redraw: bool, dtype: torch.dtype | None = None) -> nn.Module:
-    """A copy of ``model`` (in ``dtype``), its parameters redrawn when ``redraw``."""
-    out = copy.deepcopy(model)
+    """A copy of ``model`` (in ``dtype``), its parameters redrawn when ``redraw``. A tensor a
+    module computed and keeps as a plain attribute (the old ``nn.utils.weight_norm`` keeps the
+    weight it recomputes before every call) is copied detached: deepcopy refuses a tensor that is
+    not a graph leaf, which made ``--verify`` on such a model an internal error."""
+    computed = {id(v): v.detach().clone() for m in model.modules() for v in vars(m).values()
+                if isinstance(v, torch.Tensor) and not v.is_leaf}
+    out = copy.deepcopy(model, computed)
     if dtype is not None:
         out = out.to(dtype)
     if redraw:
