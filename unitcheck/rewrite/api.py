@@ -10,14 +10,12 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..declarations import resolve_declarations
 from ..tracer import uncompiled
 from .codegen import generate, render_source, structured_inputs
 from .gct import GCTResult, RewriteError, gct_graph
-from .patterns import NewParam
 from .variants import capture
 
 __all__ = ["RewriteResult", "rewrite", "rewrite_gct", "write_rewrite", "RewriteError", "TARGETS"]
@@ -118,12 +116,11 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
 
         ug = infer_units(module, example_inputs)
         for _ in range(4):  # a swap or a declaration can bring the next to light
-            left = ug.violations
             swapped = kept_rules(gen.root, caps.kept, ug)
-            for name in swapped.gains:
-                res.new_params[name] = NewParam(name, torch.ones(()), "1", "router logit gain, init 1")
-                units[name] = "1"
-            gains = parameter_gains(module, left, set(units))
+            for new in swapped.gains:
+                res.new_params[new.name] = new
+                units[new.name] = new.unit
+            gains = parameter_gains(module, ug.violations, set(units))
             for name, where in gains.items():
                 res.declared[name] = units[name] = "1"
                 res.log.append(f"[parameter_gains] {where} -> {name} declared dimensionless")

@@ -726,15 +726,17 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
     methods: list[str] = []
     globals_: dict[str, Any] = {}
     inputs: list[str] = []
-    flat = gen.arguments is not None and len(gen.arguments[1]) == len(_inputs_of(gen))
+    # the original's own arguments, where the graph's inputs are read out of containers in them
+    arguments = gen.arguments if gen.arguments and len(gen.arguments[1]) == len(_inputs_of(gen)) else None
     for name, graph in gen.graphs.items():
-        text, g, args = _method(graph, "_forward_flat" if flat and name == "forward" else name)
+        text, g, args = _method(graph, "_forward_flat" if arguments and name == "forward" else name)
         methods.append(text)
         globals_.update(g)
         inputs = args if name in _FORWARDS else inputs
-    sig = ", ".join(["self", *(gen.arguments[0] if flat else inputs)])  # type: ignore[index]
-    call = ", ".join(gen.arguments[1] if flat else inputs)  # type: ignore[index]
-    if flat and "forward" in gen.graphs:
+    params, reads = arguments or (inputs, inputs)
+    sig = ", ".join(["self", *params])
+    call = ", ".join(reads)
+    if arguments and "forward" in gen.graphs:
         methods.insert(0, f"    def forward({sig}):\n        # the arguments the original takes, read into the "
                           f"tensors the graph takes\n        return self._forward_flat({call})\n")
     if "forward" not in gen.graphs:

@@ -69,7 +69,7 @@ _ELEMENTWISE = {"mul", "add", "sub", "div", "pow", "tanh", "neg", "_to_copy", "c
                 "abs", "softplus", "clamp", "clamp_min", "clamp_max", "where"}
 # violations an elementwise function of one pre-activation makes: a unitful activation (UC202),
 # exponential (UC204, xIELU's expm1) or literal (UC103, GPT-OSS's clamps and ``up + 1``)
-_ACTIVATION_CODES = ("UC202", "UC204", "UC103")
+ACTIVATION_CODES = ("UC202", "UC204", "UC103")
 
 
 class RewriteError(UnitcheckError, ValueError):
@@ -792,7 +792,7 @@ def activations(ctx: RewriteContext) -> None:
     memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         code = record(n).violation
-        if code not in _ACTIVATION_CODES or _caps_logits(n) or _log_normaliser(n):
+        if code not in ACTIVATION_CODES or _caps_logits(n) or _log_normaliser(n):
             continue  # a log-normaliser: the router rule makes its logits dimensionless
         a, terms = _pre_activation(ctx, n, memo)
         mod = module_path(n)
@@ -1015,7 +1015,7 @@ def router_logits(ctx: RewriteContext) -> None:
     sources: dict[fx.Node, None] = {}
     for n in list(ctx.graph.nodes):  # every softmax's projection first: a rewrite replaces it
         code = record(n).violation
-        if not n.args or not (code == "UC203" or code in _ACTIVATION_CODES and _log_normaliser(n)):
+        if not n.args or not (code == "UC203" or code in ACTIVATION_CODES and _log_normaliser(n)):
             continue
         src = _projection(n.args[0])
         if src is None or base_name(src) != "linear":

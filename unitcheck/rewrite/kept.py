@@ -27,11 +27,11 @@ from torch import fx, nn
 from ..canonical import CanonicalInput, CanonicalLinear, CanonicalOutput, DimensionlessLinear
 from ..fxutil import MOVEMENT_OPS, base_name, module_path
 from ..unitgraph import UnitGraph
-from .patterns import set_attr, through_moves
+from .gct import ACTIVATION_CODES
+from .patterns import NewParam, set_attr, through_moves
 
 __all__ = ["KeptChanges", "kept_rules"]
 
-_ACTIVATION_CODES = ("UC202", "UC204", "UC103")
 _WRAPPERS = (CanonicalInput, CanonicalOutput, CanonicalLinear, DimensionlessLinear)
 # what a part of a sum passes through on its way from a child's output: a routing weight's
 # product, the index it is read or written at; not the router's top-k or softmax
@@ -42,7 +42,7 @@ _PART_OPS = MOVEMENT_OPS | {"mul", "div", "add", "sub", "neg", "index", "index_p
 @dataclass
 class KeptChanges:
     log: list[str] = field(default_factory=list)
-    gains: list[str] = field(default_factory=list)  # new dimensionless parameters
+    gains: list[NewParam] = field(default_factory=list)  # new dimensionless parameters
 
 
 def _kept_path(module: str, kept: list[str]) -> str | None:
@@ -58,7 +58,7 @@ def _module(root: nn.Module, path: str) -> nn.Module | None:
 
 
 def _is_leaf_activation(m: nn.Module | None) -> bool:
-    return m is not None and not isinstance(m, _WRAPPERS) and not m._modules and not m._parameters and not m._buffers
+    return m is not None and not m._modules and not m._parameters and not m._buffers
 
 
 def _siblings(root: nn.Module, path: str) -> list[str]:
@@ -84,6 +84,14 @@ def _siblings(root: nn.Module, path: str) -> list[str]:
 def _recast(linear: nn.Linear, cls: type[nn.Linear]) -> nn.Linear:
     new = cls.__new__(cls)
     new.__dict__.update(linear.__dict__)
+    new._parameters = dict(linear._parameters)  # its own: a parameter it adds is not the old one's
+    return new
+
+
+def _router(linear: nn.Linear) -> nn.Linear:
+    """The Linear as ``DimensionlessLinear``, its gain a new parameter (init 1)."""
+    new = _recast(linear, DimensionlessLinear)
+    new.register_parameter("gain", nn.Parameter(torch.ones((), dtype=linear.weight.dtype)))
     return new
 
 
@@ -113,12 +121,11 @@ def _swap(root: nn.Module, path: str, make: Any, what: Any, changes: KeptChanges
         m = root.get_submodule(p)
         if isinstance(m, _WRAPPERS):
             continue
+        had = dict(m.named_parameters())
         new = make(m)
         set_attr(root, p, new)
-        if isinstance(new, DimensionlessLinear):
-            gain = torch.ones((), dtype=m.weight.dtype)  # type: ignore[union-attr,arg-type]
-            new.register_parameter("gain", nn.Parameter(gain))
-            changes.gains.append(f"{p}.gain")
+        changes.gains += [NewParam(f"{p}.{n}", v.detach(), "1", f"{type(new).__name__}'s gain, init 1")
+                          for n, v in new.named_parameters() if n not in had]
         changes.log.append(f"[kept_module] {type(m).__name__}@{p} -> {what(m) if callable(what) else what}")
 
 
@@ -134,14 +141,13 @@ def kept_rules(root: nn.Module, kept: list[str], ug: UnitGraph) -> KeptChanges:
         if k is None:
             continue
         node = ug.node(v.node)
-        if v.rule in _ACTIVATION_CODES and v.module != k and _is_leaf_activation(_module(root, v.module)):
+        if v.rule in ACTIVATION_CODES and v.module != k and _is_leaf_activation(_module(root, v.module)):
             _swap(root, v.module, CanonicalInput, f"{base_name(node)}(C(a))", changes)
         elif v.rule == "UC203" and node.args:
             src = through_moves(node.args[0])
             path = module_path(src) if isinstance(src, fx.Node) else ""
             if path.startswith(f"{k}.") and type(_module(root, path)) is nn.Linear:
-                _swap(root, path, lambda m: _recast(m, DimensionlessLinear),
-                      lambda m: f"gain * C(h) . C(W)^T / sqrt({m.in_features})", changes)
+                _swap(root, path, _router, lambda m: f"gain * C(h) . C(W)^T / sqrt({m.in_features})", changes)
         elif v.rule == "UC101":
             sums.append((node, k))
     if changes.log:
@@ -153,6 +159,6 @@ def kept_rules(root: nn.Module, kept: list[str], ug: UnitGraph) -> KeptChanges:
                 continue
             if type(m) is nn.Linear:
                 _swap(root, path, lambda m: _recast(m, CanonicalLinear), "C(linear(x))", changes)
-            elif not isinstance(m, _WRAPPERS):
+            else:  # a wrapper already is skipped by _swap
                 _swap(root, path, CanonicalOutput, "C(output)", changes)
     return changes

@@ -20,6 +20,8 @@ from ..canonical import canonical, orthogonal
 from ..fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, elementwise_extreme, module_path
 from ..unitgraph import UnitGraph
 
+aten = torch.ops.aten
+
 __all__ = ["RewriteContext", "Rule", "NewParam", "through_casts", "through_moves", "set_attr", "attention_scores", "scalar"]
 
 
@@ -112,7 +114,6 @@ class RewriteContext:
         return tuple(out), after
 
 
-aten = torch.ops.aten
 _PROMOTING = {aten.mul.Tensor, aten.div.Tensor, aten.add.Tensor, aten.sub.Tensor}
 
 Rule = Callable[[RewriteContext], None]
