@@ -655,6 +655,26 @@ def query_position_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, QueryPositionAttention, None)
 
 
+class QueryRowPositionAttention(QueryPositionAttention):
+    """QueryPositionAttention with the row offsets only: one ``einsum`` of the query with a
+    table added to the scores, beside the q . k^T product."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        H, W = 2, T // 2
+        q, k, v = (t.view(B, T, self.n_head, self.d).transpose(1, 2).reshape(B * self.n_head, T, self.d)
+                   for t in self.qkv(x).split(C, dim=2))
+        w = (q * self.d**-0.5) @ k.transpose(-2, -1)
+        rel_h = torch.einsum("bhwc,hkc->bhwk", q.reshape(B * self.n_head, H, W, self.d), self._table(self.rel_pos_h, H))
+        w = w + rel_h[:, :, :, :, None].expand(-1, -1, -1, -1, W).reshape_as(w)
+        y = torch.softmax(w, dim=-1) @ v
+        return self.out(y.view(B, self.n_head, T, self.d).transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+def query_row_position_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, QueryRowPositionAttention, None)
+
+
 class ThresholdRouterMoE(nn.Module):
     """PhiMoE's sparsemixer in eval form: router logits below a relative threshold of the top
     one are filled with ``-inf``, then softmaxed; the same logits with the top one scattered to
@@ -1140,3 +1160,48 @@ class AutocastLM(SplitKeyLM):
 
 def autocast_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(AutocastLM)
+
+
+class EinsumAttention(nn.Module):
+    """T5-style attention as research code writes it: ``einsum`` scores of (B, T, H, d) heads, a
+    learned bias per head and relative offset (an embedding of bucketed distances) added, a
+    causal ``masked_fill``, and ``einsum`` again for the values."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head, self.d = cfg.n_head, cfg.n_embd // cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.rel = nn.Embedding(cfg.block_size, cfg.n_head)
+        self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.d).unbind(2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k)
+        pos = torch.arange(T)
+        scores = scores + self.rel((pos[:, None] - pos[None, :]).clamp(min=0)).permute(2, 0, 1)
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        y = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v)
+        return self.out(y.reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+def einsum_attention_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, EinsumAttention, None)
+
+
+class MatmulHeadLM(SplitKeyLM):
+    """A tied head written as a product with the embedding table (``h @ wte.weight.t()``) and a
+    ``d^-0.5`` scale, as T5 and many hand-written models compute their logits."""
+
+    def __init__(self, cfg: GPTConfig, einsum: bool) -> None:
+        super().__init__(cfg, scatter=False)
+        self.einsum = einsum
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        h = self.trunk(idx)
+        scores = torch.einsum("btd,vd->btv", h, self.wte.weight) if self.einsum else h @ self.wte.weight.t()
+        return lm_output(scores * h.size(-1) ** -0.5, targets)
+
+
+def matmul_head_lm(einsum: bool = False):  # type: ignore[no-untyped-def]
+    return _tiny_lm(MatmulHeadLM, einsum)

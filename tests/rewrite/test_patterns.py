@@ -21,6 +21,7 @@ from .pattern_models import (
     codebook_losses_lm,
     delta_rule_lm,
     differential_lm,
+    einsum_attention_lm,
     entropy_head_lm,
     explicit_attention_lm,
     fp32_residual_lm,
@@ -30,6 +31,7 @@ from .pattern_models import (
     linear_scan_lm,
     log_normalised_gate_lm,
     looped_experts_lm,
+    matmul_head_lm,
     media_tokens_lm,
     mixed_gate_lm,
     mixer_lm,
@@ -38,6 +40,7 @@ from .pattern_models import (
     penalty_lm,
     prescaled_query_lm,
     query_position_lm,
+    query_row_position_lm,
     residual_twice_lm,
     scaled_residual_lm,
     scaled_tokens_plus_positions_lm,
@@ -475,6 +478,17 @@ def test_explicit_attention_with_query_dependent_relative_positions() -> None:
     assert torch.isfinite(res.module(*inputs)[1])
 
 
+def test_one_query_position_term_beside_the_scores_is_not_taken_for_them() -> None:
+    """Scores plus one ``einsum`` of the query with a table: both are products, and only the
+    one of two input-dependent operands is q . k^T (the table's product is a term)."""
+    model, inputs = query_row_position_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    line = next(line for line in res.gct.log if line.startswith("[explicit_attention]"))
+    assert line.startswith("[explicit_attention] matmul@attn") and "attn.rel_pos_h" in line, line
+    assert infer_units(res.module, inputs).violations == []
+
+
 def test_a_router_softmax_over_masked_logits_rewrites_the_router() -> None:
     """PhiMoE: ``softmax(scores.masked_fill(below_threshold, -inf))`` and a second softmax of
     the same logits with the top one scattered to -inf: the router rule looks through the fills
@@ -635,3 +649,36 @@ def test_an_autocast_region_in_forward(tmp_path: Path, capsys: pytest.CaptureFix
     out = tmp_path / "autocast"
     assert main(["rewrite", f"{MODELS}:autocast_lm", "--out", str(out)]) == 0, capsys.readouterr().out
     assert main(["units", str(out), "--verify"]) == 0, capsys.readouterr().out
+
+
+def test_einsum_attention_with_a_learned_relative_bias() -> None:
+    """T5-style ``einsum("bqhd,bkhd->bhqk", q, k)`` scores plus a learned bias per head and
+    offset: the scores were not recognised as a product of queries and keys (exit 1). Each
+    operand is canonical over the contracted head dimension, the bias table is declared
+    dimensionless."""
+    model, inputs = einsum_attention_lm()
+    assert ("UC201", "attn") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    line = next(line for line in res.gct.log if line.startswith("[explicit_attention]"))
+    assert line.startswith("[explicit_attention] einsum@attn") and "attn.rel.weight" in line, line
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+@pytest.mark.parametrize("einsum", [False, True])
+def test_a_tied_head_written_as_a_product(einsum: bool) -> None:
+    """Logits as ``h @ wte.weight.t() * d^-0.5`` or ``einsum("btd,vd->btv", h, wte.weight)``
+    (no nn.Linear): the rewrite stopped ("a matmul head is not rewritten", "the logits are not a
+    linear projection"). The product is the head: gain * C(h) . C(W)^T / sqrt(d), the code's
+    scale kept after it."""
+    model, inputs = matmul_head_lm(einsum)
+    assert ("UC301", "") in {(v.rule, v.module) for v in lint(model, inputs).violations}
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    op = "einsum" if einsum else "matmul"
+    assert any(line.startswith(f"[logits] {op}@<root>") for line in res.gct.log), res.gct.log
+    assert "canonical(wte_weight)" in res.source.replace("unitcheck_canonical_canonical", "canonical")
+    assert "logit_gain" in res.gct.new_params
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])

@@ -53,6 +53,9 @@ from .patterns import (
     Rule,
     attention_scores,
     describe,
+    einsum_pair,
+    holds_input,
+    is_size,
     scalar,
     through_casts,
     through_moves,
@@ -485,13 +488,13 @@ def _contractions(ctx: RewriteContext, mask: fx.Node, memo: dict[fx.Node, bool])
     def product(n: fx.Node) -> bool:
         x, t = (n.args + (None, None))[:2]
         return base_name(n) in ("matmul", "linear", "mm", "bmm") and isinstance(x, fx.Node) \
-            and isinstance(t, fx.Node) and _data_dependent(ctx, x, memo) and not _data_dependent(ctx, t, memo)
+            and isinstance(t, fx.Node) and holds_input(ctx, x, memo) and not holds_input(ctx, t, memo)
 
     def unitful_inputs(n: fx.Node) -> list[fx.Node]:
-        return [] if product(n) else [p for p in n.all_input_nodes if _unitful(p) and not _size(p)]
+        return [] if product(n) else [p for p in n.all_input_nodes if _unitful(p) and not is_size(p)]
 
     walked = ancestors([mask], unitful_inputs)
-    if any(not product(n) and not unitful_inputs(n) and _data_dependent(ctx, n, memo) for n in walked - {mask}):
+    if any(not product(n) and not unitful_inputs(n) and holds_input(ctx, n, memo) for n in walked - {mask}):
         return None
     return sorted((n for n in walked if product(n)), key=lambda n: n.name)  # a set's order is not stable
 
@@ -539,7 +542,7 @@ def explicit_attention(ctx: RewriteContext) -> None:
             continue
         terms: list[fx.Node] = []
         path: list[fx.Node] = []
-        s = attention_scores(n.args[0] if n.args else None, lambda x: not _data_dependent(ctx, x, memo), terms, path)
+        s = attention_scores(n.args[0] if n.args else None, lambda x: not holds_input(ctx, x, memo), terms, path)
         if s is None:
             ctx.skip(module_path(n), "attention logits that are not a product of queries and keys")
             continue
@@ -547,8 +550,9 @@ def explicit_attention(ctx: RewriteContext) -> None:
         if s in done:
             continue
         done.add(s)
+        pair = einsum_pair(s)  # both operands hold the contracted dimension last
         qi, ki = (1, 2) if base_name(s) == "baddbmm" else (0, 1)
-        q, kt = s.args[qi], s.args[ki]
+        q, kt = pair if pair is not None else (s.args[qi], s.args[ki])
         factor = _scaled_by(q)
         with ctx.graph.inserting_before(s):
             cq = ctx.graph.call_function(canonical, (q,))
@@ -556,14 +560,21 @@ def explicit_attention(ctx: RewriteContext) -> None:
             if factor is not None:  # C(q * s) = C(q): the code's temperature goes back on
                 cq = ctx.graph.call_function(aten.mul.Tensor, (cq, factor))
                 new.append(cq)
-            k = ctx.graph.call_function(aten.transpose.int, (kt, -1, -2))
-            ck = ctx.graph.call_function(canonical, (k,))
-            ckt = ctx.graph.call_function(aten.transpose.int, (ck, -1, -2))
-        for node in (*new, k, ck, ckt):
+            if pair is not None:
+                new.append(ckt := ctx.graph.call_function(canonical, (kt,)))
+            else:
+                k = ctx.graph.call_function(aten.transpose.int, (kt, -1, -2))
+                ck = ctx.graph.call_function(canonical, (k,))
+                ckt = ctx.graph.call_function(aten.transpose.int, (ck, -1, -2))
+                new += [k, ck, ckt]
+        for node in new:
             node.meta.update({k_: v for k_, v in s.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
-        args = list(s.args)
-        args[qi], args[ki] = cq, ckt
-        s.args = tuple(args)
+        if pair is not None:
+            s.args = (s.args[0], [cq, ckt])
+        else:
+            args = list(s.args)
+            args[qi], args[ki] = cq, ckt
+            s.args = tuple(args)
         params = _float_parameters(ctx, terms)
         tables = _query_terms(ctx, q, terms) if isinstance(q, fx.Node) else []
         for p in params + tables:
@@ -615,37 +626,6 @@ def _scaled_by(q: Any) -> float | None:
     return float(factor) if isinstance(factor, (int, float)) and scalar(factor) else None
 
 
-def _size(node: fx.Node) -> bool:
-    """A symbolic size (``x.size(1)`` under dynamic shapes): a shape, not data."""
-    return isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(node.meta.get("val"), bool)
-
-
-def _data_dependent(ctx: RewriteContext, node: fx.Node, memo: dict[fx.Node, bool]) -> bool:
-    """Is ``node`` computed from a model input's values? A value of parameters, buffers and
-    constants alone (Dory's ``s_gate^2``, a Mamba ``dt_bias``, a causal-mask buffer sliced to the
-    input's length) is a parameter term."""
-    leaves = ctx.ug.traced.leaves
-    stack = [node]
-    while stack:
-        n = stack[-1]
-        if n in memo:
-            stack.pop()
-            continue
-        if n.op == "placeholder":
-            leaf = leaves.get(n.name)
-            memo[n] = leaf is None or leaf.kind == "input"
-            stack.pop()
-            continue
-        ins = [p for p in n.all_input_nodes if not _size(p)]
-        todo = [p for p in ins if p not in memo]
-        if todo:
-            stack.extend(todo)
-            continue
-        memo[n] = any(memo[p] for p in ins)
-        stack.pop()
-    return memo[node]
-
-
 # what a statistic of logits passes through (logsumexp's pieces, a max, moves): the result is
 # in the logits' unit; a product with values (softmax(x) @ v) is not among them
 _STATISTIC = {"amax", "max", "logsumexp", "sub", "add", "exp", "log", "sum", "squeeze", "unsqueeze", "getitem",
@@ -663,7 +643,7 @@ def _of_logits(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> bo
     stack, seen = [p for p in n.all_input_nodes], set()
     while stack:
         p = stack.pop()
-        if p in seen or p in logits or _size(p) or not _data_dependent(ctx, p, memo):
+        if p in seen or p in logits or is_size(p) or not holds_input(ctx, p, memo):
             continue
         seen.add(p)
         if base_name(p) not in _STATISTIC or p.op != "call_function":
@@ -737,7 +717,7 @@ def _pre_activation(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool],
                 stack.append(p)
             elif isinstance(p.meta.get("val"), torch.Tensor) or p.op == "get_attr":
                 sources.add(p)
-    data = [s for s in sources if s.op != "get_attr" and _data_dependent(ctx, s, memo)]
+    data = [s for s in sources if s.op != "get_attr" and holds_input(ctx, s, memo)]
     terms = sorted((s for s in sources if s not in data), key=lambda s: s.name)
     if len(data) > 1 and stop is None and (join := _data_join(ctx, n, memo)) is not None:
         # inputs combined inline (HY-V4's head: ``sigmoid(linear(x) * rms(x) * s + b)``): the
@@ -751,7 +731,7 @@ def _data_join(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool]) -> fx
     operand: the first that takes two or more, where the inputs are combined."""
     mod, cur = module_path(n), n
     while True:
-        dd = [p for p in cur.all_input_nodes if _data_dependent(ctx, p, memo) and not _condition(p)]
+        dd = [p for p in cur.all_input_nodes if holds_input(ctx, p, memo) and not _condition(p)]
         if len(dd) > 1 and cur is not n:
             return cur
         if len(dd) != 1 or module_path(dd[0]) != mod or not _elementwise(dd[0]):
@@ -801,7 +781,7 @@ def activations(ctx: RewriteContext) -> None:
                 ctx.note("activations", f"{base_name(n)}@{mod}", "unchanged: its argument is a statistic of "
                          "attention logits the attention rules made dimensionless")
             continue
-        if a is None and terms and not any(_data_dependent(ctx, t, memo) for t in terms):
+        if a is None and terms and not any(holds_input(ctx, t, memo) for t in terms):
             # a function of parameters alone (DiffLlama's exp(sum(lambda_q * lambda_k))): its
             # parameters are declared dimensionless, the unit that makes its argument one
             _declare_terms(ctx, n, terms, "of parameters alone")
@@ -875,7 +855,7 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
     by a value ``constant`` says holds no input (Dory's learned ``logits * logit_scale``), collected in ``terms``."""
     while isinstance(node, fx.Node):
         name = base_name(node)
-        if name in ("linear", "matmul", "mm"):
+        if name in ("linear", "matmul", "mm") or einsum_pair(node) is not None:
             return node
         scaled = name in ("mul", "div") and len(node.args) == 2 and scalar(node.args[1])
         if name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
@@ -970,6 +950,46 @@ def _dimensionless_linear(ctx: RewriteContext, src: fx.Node, gain_name: str, why
     return f"{gain_name} * {read} . C(W)^T / sqrt({d})"
 
 
+def _as_linear(ctx: RewriteContext, src: fx.Node, memo: dict[fx.Node, bool]) -> fx.Node | None:
+    """A head written as a product with a table (``h @ wte.weight.t()``, ``einsum("btd,vd->btv",
+    h, W)``) as the linear map it is, in its place: ``linear(h, W)`` with W (out, in). None where
+    the table is computed from the input or is not a matrix."""
+    pair = einsum_pair(src)
+    h, t = pair if pair is not None else (src.args + (None, None))[:2]
+    val = t.meta.get("val") if isinstance(t, fx.Node) else None
+    if not isinstance(h, fx.Node) or not isinstance(val, torch.Tensor) or val.dim() != 2 \
+            or holds_input(ctx, t, memo):  # type: ignore[arg-type]
+        return None
+    if pair is not None:  # "...d,vd->...v": the output must be h's other indices, then the table's
+        inputs, _, out = str(src.args[0]).replace(" ", "").partition("->")
+        a, b = inputs.split(",")
+        if out != a[:-1] + b[0]:
+            return None
+        w = t
+    elif _swapped(t):  # h @ W.t(): W itself
+        w = t.args[0]  # type: ignore[union-attr]
+    else:  # h @ T with T (in, out)
+        w = ctx.call(aten.t.default, (t,), after=t, like=src)  # type: ignore[arg-type]
+        w.meta["val"] = val.t()
+    with ctx.graph.inserting_before(src):
+        lin = ctx.graph.call_function(aten.linear.default, (h, w))
+    lin.meta.update(src.meta)
+    src.replace_all_uses_with(lin)
+    ctx.graph.erase_node(src)
+    return lin
+
+
+def _swapped(t: Any) -> bool:
+    """``W.t()`` of a matrix W, as ``t``, ``transpose`` or ``permute`` writes it."""
+    if not (isinstance(t, fx.Node) and t.args and isinstance(t.args[0], fx.Node)):
+        return False
+    name, dims = base_name(t), t.args[1:]
+    if name == "permute" and isinstance(dims[0], (list, tuple)):
+        dims = tuple(dims[0])
+    axes = [d % 2 for d in dims if isinstance(d, int)]
+    return name == "t" or name == "transpose" and axes in ([0, 1], [1, 0]) or name == "permute" and axes == [1, 0]
+
+
 def logits(ctx: RewriteContext) -> None:
     """lm_head(h) -> gain * C(h) . C(W)^T / sqrt(d): the canonical stream, or C of what an MLM
     head's transform computes from it; a constant scaling or soft cap after it stays, and so does
@@ -980,7 +1000,7 @@ def logits(ctx: RewriteContext) -> None:
         if record(n).violation != "UC301":
             continue
         terms: list[fx.Node] = []
-        src = _projection(n.args[0], lambda x: not _data_dependent(ctx, x, memo), terms)
+        src = _projection(n.args[0], lambda x: not holds_input(ctx, x, memo), terms)
         stack, parts = _stacked_projections(n.args[0]) if src is None else (None, None)
         if stack in stacks:
             continue
@@ -996,16 +1016,19 @@ def logits(ctx: RewriteContext) -> None:
         if src is None:
             ctx.skip(module_path(n), "the logits are not a linear projection of the stream")
             continue
+        was = describe(src)
         if base_name(src) != "linear":
-            ctx.skip(module_path(src), "a matmul head is not rewritten (use nn.Linear)")
-            continue
+            src = _as_linear(ctx, src, memo)
+            if src is None:
+                ctx.skip(module_path(n), "the logits are a product with a value computed from the input, not a head")
+                continue
         name = "logit_gain" if "logit_gain" not in ctx.new_params else f"logit_gain_{len(ctx.new_params)}"
         after = _dimensionless_linear(ctx, src, name, "learnable logit gain, init 1")
         params = _parameters_of(ctx, terms)
         for p in params:
             ctx.declare(p)
         kept = f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
-        ctx.note("logits", describe(src), after + kept)
+        ctx.note("logits", was, after + kept)
 
 
 def router_logits(ctx: RewriteContext) -> None:

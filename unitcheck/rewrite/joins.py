@@ -41,7 +41,14 @@ from ..canonical import canonical
 from ..fxutil import MOVEMENT_OPS, base_name
 from ..record import record
 from ..units import Unit
-from .patterns import RewriteContext, attention_scores, describe, through_casts, through_moves
+from .patterns import (
+    RewriteContext,
+    attention_scores,
+    describe,
+    holds_input,
+    through_casts,
+    through_moves,
+)
 
 __all__ = ["mixed_parts"]
 
@@ -105,12 +112,12 @@ def _lookup(node: object) -> bool:
 _SOFTMAX = {"softmax", "_softmax", "_safe_softmax"}
 
 
-def _biased_scores(node: fx.Node, depth: int = 6) -> bool:
+def _biased_scores(ctx: RewriteContext, node: fx.Node, memo: dict[fx.Node, bool], depth: int = 6) -> bool:
     """Attention scores plus a bias on their way to a softmax (CPM-Ant's shared relative
-    position bias, its unit bound in the first layer and a mismatch in the next): the attention
-    rules make the scores dimensionless, and the bias follows; canonicalising the sum would
-    change the code's temperature."""
-    if attention_scores(node) is None:
+    position bias, its unit bound in the first layer and a mismatch in the next; SAM's query
+    contracted with a table of offsets): the attention rules make the scores dimensionless, and
+    the bias follows; canonicalising the sum would change the code's temperature."""
+    if attention_scores(node, lambda x: not holds_input(ctx, x, memo)) is None:
         return False
     frontier = [node]
     for _ in range(depth):
@@ -157,6 +164,7 @@ def mixed_parts(ctx: RewriteContext) -> None:
     masked_scatter, or a sum of two same-shaped branch outputs) -> join(C(a), C(b)): every part
     dimensionless before it is joined."""
     done: set[fx.Node] = set()
+    memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         name = base_name(n)
         if record(n).violation != "UC101" or name not in (*_LISTS, *_SUMS, *_PLACED, "slice_scatter") or not n.users or n in done:
@@ -166,7 +174,7 @@ def mixed_parts(ctx: RewriteContext) -> None:
                            for i, a in enumerate(n.args))
             count = 2
         elif name in _SUMS:
-            if not _same_shape_terms(n) or _biased_scores(n):
+            if not _same_shape_terms(n) or _biased_scores(ctx, n, memo):
                 continue  # a mask or bias added to scores: the attention rules' part, or left to lint
             n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
             count = 2

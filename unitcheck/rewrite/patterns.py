@@ -170,6 +170,69 @@ def scalar(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def einsum_pair(node: Any) -> tuple[fx.Node, fx.Node] | None:
+    """The operands of an ``einsum`` of two tensors that sums over one index, the last of each
+    (attention's q . k^T written ``einsum("bqhd,bkhd->bhqk", q, k)``, a head's
+    ``einsum("btd,vd->btv", h, W)``); None for any other einsum or op."""
+    if not (isinstance(node, fx.Node) and base_name(node) == "einsum" and len(node.args) == 2):
+        return None
+    equation, operands = node.args
+    if not isinstance(equation, str) or not isinstance(operands, (list, tuple)) or len(operands) != 2:
+        return None
+    a_node, b_node = operands
+    if not isinstance(a_node, fx.Node) or not isinstance(b_node, fx.Node):
+        return None
+    inputs, arrow, out = equation.replace(" ", "").partition("->")
+    parts = inputs.split(",")
+    if not arrow or "." in equation or len(parts) != 2 or not all(parts):
+        return None
+    a, b = parts
+    summed = (set(a) | set(b)) - set(out)
+    if summed != {a[-1]} or a[-1] != b[-1]:
+        return None
+    return a_node, b_node
+
+
+def is_size(node: fx.Node) -> bool:
+    """A symbolic size (``x.size(1)`` under dynamic shapes): a shape, not data."""
+    return isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(node.meta.get("val"), bool)
+
+
+def holds_input(ctx: RewriteContext, node: fx.Node, memo: dict[fx.Node, bool]) -> bool:
+    """Is ``node`` computed from a model input's values? A value of parameters, buffers and
+    constants alone (Dory's ``s_gate^2``, a Mamba ``dt_bias``, a causal-mask buffer sliced to the
+    input's length) is a parameter term."""
+    leaves = ctx.ug.traced.leaves
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if n in memo:
+            stack.pop()
+            continue
+        if n.op == "placeholder":
+            leaf = leaves.get(n.name)
+            memo[n] = leaf is None or leaf.kind == "input"
+            stack.pop()
+            continue
+        ins = [p for p in n.all_input_nodes if not is_size(p)]
+        todo = [p for p in ins if p not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        memo[n] = any(memo[p] for p in ins)
+        stack.pop()
+    return memo[node]
+
+
+def product_operands(node: Any) -> tuple[fx.Node, ...]:
+    """The two matrices a product of attention_scores multiplies."""
+    pair = einsum_pair(node)
+    if pair is not None:
+        return pair
+    args = node.args[1:3] if base_name(node) == "baddbmm" else node.args[:2]
+    return tuple(a for a in args if isinstance(a, fx.Node))
+
+
 def attention_scores(node: Any, constant: Callable[[fx.Node], bool] | None = None,
                      terms: list[fx.Node] | None = None, path: list[fx.Node] | None = None) -> fx.Node | None:
     """The q . k^T product explicit attention code feeds its softmax, looking through moves,
@@ -182,13 +245,15 @@ def attention_scores(node: Any, constant: Callable[[fx.Node], bool] | None = Non
         if path is not None:
             path.append(node)
         name = base_name(node)
-        if name in ("matmul", "bmm", "baddbmm"):
+        if name in ("matmul", "bmm", "baddbmm") or einsum_pair(node) is not None:
             return node
         if name in ("mul", "div") and len(node.args) == 2 and scalar(node.args[1]) or name in MOVEMENT_OPS or name == "tanh":
             node = node.args[0]
         elif name in ("add", "sub", "masked_fill", "where", "mul", "cat") or elementwise_extreme(node):
             operands: Any = node.args[0] if name == "cat" else node.args
             found = [a for a in operands if isinstance(a, fx.Node) and attention_scores(a, constant) is not None]
+            if len(found) > 1 and constant is not None:  # q . k^T beside a product of q with a table
+                found = [a for a in found if not any(map(constant, product_operands(attention_scores(a, constant))))]
             if len(found) != 1:
                 return None
             if name == "mul" and not all(constant is not None and constant(a) for a in node.args
