@@ -1205,3 +1205,23 @@ class MatmulHeadLM(SplitKeyLM):
 
 def matmul_head_lm(einsum: bool = False):  # type: ignore[no-untyped-def]
     return _tiny_lm(MatmulHeadLM, einsum)
+
+
+class Seq2SeqLM(nn.Module):
+    """``nn.Transformer`` as translation code uses it: post-norm layers, each stack with a final
+    norm of its own, the decoder's cross-attention reading the encoder's normed output."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.tr = nn.Transformer(cfg.n_embd, cfg.n_head, 1, 1, 2 * cfg.n_embd, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor):  # type: ignore[no-untyped-def]
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.size(1) - 1)
+        out = self.tr(self.emb(src), self.emb(tgt[:, :-1]), tgt_mask=mask, tgt_is_causal=True)
+        return torch.nn.functional.cross_entropy(self.head(out).flatten(0, 1), tgt[:, 1:].flatten())
+
+
+def seq2seq_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(Seq2SeqLM)

@@ -46,6 +46,7 @@ from .pattern_models import (
     scaled_tokens_plus_positions_lm,
     scattered_topk_lm,
     segment_sum_lm,
+    seq2seq_lm,
     shared_expert_lm,
     sized_by_its_part_lm,
     skip_gain_lm,
@@ -682,3 +683,17 @@ def test_a_tied_head_written_as_a_product(einsum: bool) -> None:
     assert "logit_gain" in res.gct.new_params
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_a_norm_after_a_post_norm_reads_the_stream_too() -> None:
+    """``nn.Transformer``: each post-norm layer ends in a norm, and each stack adds a final norm
+    after it. The layer's norm became the identity on the stream, but the final norm, reading
+    it only after that, was left with its gain: the decoder's cross-attention kept a bias and a
+    product of different units (UC101, exit 1). Every norm that comes to read the stream goes."""
+    model, inputs = seq2seq_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    dropped = {line.split()[1] for line in res.gct.log if line.startswith("[branch_normalisers]")}
+    assert {"layer_norm@tr.encoder.norm", "layer_norm@tr.decoder.norm"} <= dropped, dropped
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs))

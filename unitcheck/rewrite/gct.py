@@ -421,9 +421,13 @@ def _rms_pattern(u: fx.Node, h: fx.Node) -> fx.Node | None:
 
 
 def branch_normalisers(ctx: RewriteContext) -> None:
-    """A normaliser applied to the canonical stream is dropped (C(h) = h up to eps)."""
+    """A normaliser applied to the canonical stream is dropped (C(h) = h up to eps); so is one
+    that reads the stream only once the one before it is gone (a post-norm layer's norm, then
+    its stack's final norm)."""
     for h in list(ctx.state.get("stream", ())):
-        for u in list(users_through_casts(h)):
+        todo = list(users_through_casts(h))
+        while todo:
+            u = todo.pop(0)
             if base_name(u) in _NORMS:
                 end = u
                 if base_name(u) == "native_layer_norm":
@@ -432,7 +436,9 @@ def branch_normalisers(ctx: RewriteContext) -> None:
                 end = _rms_pattern(u, h)  # type: ignore[assignment]
                 if end is None:
                     continue
+            readers = [r for r in users_through_casts(end)]
             end.replace_all_uses_with(h)
+            todo += readers
             ctx.note("branch_normalisers", describe(u), "identity on the canonical stream (gain dropped)")
 
 
