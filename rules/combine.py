@@ -1,4 +1,5 @@
-"""Same-unit combines: add, sub, where (and ``sym_ite`` on sizes), maximum, cat, stack, lerp, clamp, scatters, comparisons."""
+"""Same-unit combines: add, sub, where (and ``sym_ite`` on sizes), maximum, cat, stack, lerp, clamp, scatters,
+comparisons, distances."""
 
 from __future__ import annotations
 
@@ -111,6 +112,20 @@ def cat(ctx: RuleContext) -> UnitValue:
     """
     tensors = ctx.arg(0, "tensors")
     return ctx.same_unit(list(tensors), "cat")
+
+
+@rule(ops("_cdist_forward", "cdist", "dist"), funcs(torch.cdist, torch.dist), method("dist"))
+def distance(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``cdist(x1, x2)`` and ``dist(a, b)`` need one unit in both operands; the
+    distances have it.
+    Why it matters: a distance is a norm of a difference: between values of different scales
+    it is dominated by whichever is larger, and rescaling one side moves every distance.
+    Example: ``-torch.cdist(encoder(query), prototypes)`` as logits, with ``prototypes`` a
+    learned table of its own rather than the encoder's outputs.
+    Fix: compute both sides with the same encoder, or canonicalise both before the distance.
+    """
+    return ctx.same_unit([ctx.args[0], ctx.args[1]], ctx.op)
 
 
 @rule(ops("lerp"), funcs(torch.lerp), method("lerp"))

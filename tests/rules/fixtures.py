@@ -256,6 +256,26 @@ def _uc204_grid() -> tuple[nn.Module, Any]:
     return Sampler(), torch.randn(2, 4, 4, 8, generator=_g())
 
 
+class Prototypes(nn.Module):  # UC101: distances between values of different units
+    """Prototypical and metric-learning code: distances from query embeddings to prototypes the
+    same encoder computed (fine), and to embeddings of another encoder (a mismatch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc, self.other = nn.Linear(6, 4), nn.Linear(6, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q = self.enc(x[6:])  # queries and support examples: one batch, one unit
+        protos = self.enc(x[:6]).view(3, 2, 4).mean(1)
+        return (torch.cdist(q, protos), torch.cdist(q, self.other(x[:3])), F.pairwise_distance(q, protos[:1]),
+                q + torch.dist(q, protos[:1]))
+
+
+@fixture("uc101_cdist")
+def _uc101_cdist() -> tuple[nn.Module, Any]:
+    return Prototypes(), torch.randn(11, 6, generator=_g())
+
+
 class PatchRows(nn.Module):  # UC204: row ids read from a float input; the ids as integers are fine
     """Pix2Struct's input in small: each row's first column is an id stored in the float tensor,
     truncated to an integer for an embedding lookup; the same ids given as an integer tensor."""
