@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     constants,
     embedding,
     index,
+    linalg,
     linear,
     loss,
     norm,

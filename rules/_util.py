@@ -3,6 +3,7 @@ families use (a product of units, a bias, a function that needs a dimensionless 
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -93,6 +94,18 @@ def with_bias(ctx: RuleContext, out: UnitValue, bias: Any, what: str) -> UnitVal
             {"product": out, "bias": b},
         )
     return out
+
+
+def raised(ctx: RuleContext, x: object, c: Fraction) -> UnitValue:
+    """u(x)^c (a variable pinned first); a polymorphic value stays polymorphic, index data is
+    dimensionless."""
+    v = ctx.u(x)
+    if isinstance(v, Poly):
+        return POLY
+    if isinstance(v, Index):
+        return DIMENSIONLESS
+    unit = ctx.pin(v)
+    return unit ** c if isinstance(unit, Unit) else DIMENSIONLESS
 
 
 def nonlinear(ctx: RuleContext, operands: list[Any], code: str, what: str) -> UnitValue:

@@ -127,7 +127,7 @@ _CONV = ops("conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_t
 
 
 @rule(_CONV, funcs(F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
-      F.conv_transpose3d, F.bilinear))
+      F.conv_transpose3d))
 def conv(ctx: RuleContext) -> UnitValue:
     """
     What it does: a convolution has unit u(x) · p:W; the bias takes that unit.
@@ -135,9 +135,6 @@ def conv(ctx: RuleContext) -> UnitValue:
     Example: ``self.conv1(img)`` has in:img · p:conv1.weight.
     Fix: none.
     """
-    if ctx.node.target is F.bilinear:
-        out = product(ctx, [ctx.args[0], ctx.args[1], ctx.args[2]])
-        return with_bias(ctx, out, ctx.arg(3, "bias"), "bilinear")
     out = product(ctx, [ctx.args[0], ctx.arg(1, "weight")])
     return with_bias(ctx, out, ctx.arg(2, "bias"), "convolution")
 
@@ -155,26 +152,20 @@ def grouped_mm(ctx: RuleContext) -> UnitValue:
     return with_bias(ctx, out, ctx.arg(3, "bias"), "grouped_mm")
 
 
-@rule(ops("linalg_solve_triangular", "linalg_solve"), funcs(torch.linalg.solve_triangular, torch.linalg.solve))
-def solve(ctx: RuleContext) -> UnitValue:
+@rule(ops("_trilinear", "bilinear"), funcs(F.bilinear))
+def bilinear(ctx: RuleContext) -> UnitValue:
     """
-    What it does: the solution X of A X = B (or X A = B) has unit u(B) / u(A). With
-    ``unitriangular=True`` the solver takes A's diagonal to be ones, so A's other entries must be
-    dimensionless; X then has u(B).
-    Why it matters: gated delta-rule layers (Qwen3.5, OLMo-hybrid) solve I + L over key products
-    in eager; unnormalised keys would make the implied identity a mismatched sum.
-    Example: ``torch.linalg.solve_triangular(ut_system, v_beta, upper=False, unitriangular=True)``.
-    Fix: normalise the keys that build the system (as gated delta layers do).
+    What it does: ``bilinear(x1, x2, W, b)`` = x1^T W x2 + b has u(x1) u(W) u(x2); the bias
+    must match it (it binds to it if free).
+    Why it matters: ``nn.Bilinear`` scores pairs (a relation head, a gated fusion): each factor
+    scales the score.
+    Example: ``nn.Bilinear(d, d, 1)(premise, hypothesis)``.
+    Fix: none.
     """
-    a, b = ctx.arg(0, "A", ctx.kwargs.get("self")), ctx.arg(1, "B")
-    unitriangular = ctx.op.endswith("solve_triangular") and bool(ctx.kwargs.get("unitriangular", False))
-    if not unitriangular:
-        return product(ctx, [b, a], [1, -1])
-    va = ctx.u(a)
-    if not ctx.to_dimensionless(va):
-        return ctx.violation("UC101", f"a unit-triangular solve adds its unit diagonal to a matrix of unit {va}",
-                             {"A": va})
-    return ctx.u(b)
+    out = product(ctx, list(ctx.args[:3]))
+    if ctx.op == "_trilinear":  # (x1, W, x2, then dimensions): the bias is added after it
+        return out
+    return with_bias(ctx, out, ctx.arg(3, "bias"), "bilinear")
 
 
 _FFT = ops("_fft_r2c", "_fft_c2c", "_fft_c2r", "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn",

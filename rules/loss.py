@@ -46,7 +46,7 @@ def nll(ctx: RuleContext) -> UnitValue:
           "poisson_nll_loss", "ctc_loss", "_ctc_loss"),
       funcs(F.cross_entropy, F.binary_cross_entropy_with_logits,
             F.binary_cross_entropy, F.kl_div, F.poisson_nll_loss, F.soft_margin_loss,
-            F.multi_margin_loss))
+            F.multi_margin_loss, F.ctc_loss))
 def likelihood(ctx: RuleContext) -> UnitValue:
     """
     What it does: cross-entropy, NLL, BCE and KL need dimensionless logits or log-probabilities

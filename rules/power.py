@@ -10,21 +10,9 @@ import torch.fx as fx
 
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
-from unitcheck.units import DIMENSIONLESS, Unit
-from unitcheck.values import POLY, Index, Poly, UnitValue
+from unitcheck.values import UnitValue
 
-from ._util import funcs, nonlinear, ops
-
-
-def _power(ctx: RuleContext, x: object, c: Fraction) -> UnitValue:
-    v = ctx.u(x)
-    if isinstance(v, Poly):
-        return POLY
-    if isinstance(v, Index):
-        return DIMENSIONLESS
-    unit = ctx.pin(v)
-    return unit ** c if isinstance(unit, Unit) else DIMENSIONLESS
-
+from ._util import funcs, nonlinear, ops, raised
 
 _FIXED = {
     "sqrt": Fraction(1, 2),
@@ -45,7 +33,7 @@ def fixed_power(ctx: RuleContext) -> UnitValue:
     Example: ``torch.rsqrt(var + 1e-6)`` has u(x)^-1.
     Fix: none.
     """
-    return _power(ctx, ctx.args[0], _FIXED[ctx.op])
+    return raised(ctx, ctx.args[0], _FIXED[ctx.op])
 
 
 @rule(ops("pow", "float_power"), funcs(torch.pow, operator.pow, torch.float_power),
@@ -62,5 +50,5 @@ def pow_(ctx: RuleContext) -> UnitValue:
     if ctx.node.op == "call_method" and ctx.node.target == "__rpow__":
         base, expo = expo, base
     if isinstance(expo, (int, float)) and isinstance(base, fx.Node):
-        return _power(ctx, base, Fraction(expo).limit_denominator(1 << 12))
+        return raised(ctx, base, Fraction(expo).limit_denominator(1 << 12))
     return nonlinear(ctx, [base, expo], "UC204", "power with a tensor exponent")

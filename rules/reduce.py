@@ -129,7 +129,7 @@ def prod(ctx: RuleContext) -> UnitValue:
     return unit**n if isinstance(unit, Unit) else v
 
 
-@rule(ops("logsumexp"), funcs(torch.logsumexp), method("logsumexp"))
+@rule(ops("logsumexp", "logcumsumexp"), funcs(torch.logsumexp, torch.logcumsumexp), method("logsumexp", "logcumsumexp"))
 def logsumexp(ctx: RuleContext) -> UnitValue:
     """
     What it does: ``logsumexp`` needs a dimensionless input (UC204).

@@ -144,7 +144,7 @@ def getitem(ctx: RuleContext) -> UnitValue:
 @rule(ops("_assert_tensor_metadata", "_assert_async", "_assert_scalar", "sym_constrain_range",
           "sym_constrain_range_for_size", "_functional_assert_async", "sym_size", "sym_numel",
           "sym_stride", "sym_storage_offset", "_local_scalar_dense", "item", "is_nonzero",
-          "_check_is_size"),
+          "_check_is_size", "_linalg_check_errors"),
       funcs(builtins.getattr, torch._assert, getattr(torch, "_check", None)),
       method("size", "dim", "numel", "stride", "item", "tolist", "nelement", "is_floating_point"))
 def bookkeeping(ctx: RuleContext) -> UnitValue:

@@ -679,3 +679,29 @@ def test_grouped_products_in_float32_are_exported() -> None:
     assert g.method == "export" and [str(n.target) for n in g.compute_nodes()] == ["aten._grouped_mm.default"]
     out = g.gm(*[leaf.value for leaf in g.leaves.values() if leaf.kind != "input"], *inputs)[0]
     assert out.dtype == torch.float32 and torch.equal(out, model(*inputs))
+
+
+class _Whitened(nn.Module):
+    """An in-place op (lowering functionalises it) and a matrix inverse, whose lowered form
+    checks its errors through an op with side effects (export threads an effect token)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.proj(x)
+        a.mul_(2.0)
+        k = a @ a.T
+        return torch.linalg.inv(k + k.diagonal().mean() * torch.eye(4)) @ a
+
+
+def test_a_lowered_graph_with_an_effect_token_traces() -> None:
+    """Lowering ``torch.linalg.inv`` threads an effect token through ``_linalg_check_errors``:
+    the trace failed ("unsupported graph input kind TOKEN"). The token goes, the inverse keeps
+    its unit (u^-2 times u: the result has u^-1)."""
+    model, x = _Whitened(), torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+    ug = infer_units(model, (x,))
+    assert ug.traced.lowered and not ug.unknown_ops and not ug.violations
+    out = next(n for n in ug.graph.nodes if n.op == "output").args[0][0]
+    assert str(unit_of(out)) == "in:x^-1 · p:proj.weight^-1"

@@ -1117,6 +1117,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
             _regions_keep_meta(ep.graph_module.graph)
             with _draws_kept():
                 ep = ep.run_decompositions(_decomposition_table())
+            ep = _without_effect_tokens(ep)
             lowered = True
             _cut_no_grad_regions(ep.graph_module.graph)
     gm = ep.graph_module
@@ -1167,6 +1168,17 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     g.draw_lines = draw_lines
     g.lowered = lowered
     return g
+
+
+def _without_effect_tokens(ep: Any) -> Any:
+    """Lowering threads an effect token through ops with side effects (``torch.linalg.inv``'s
+    error check): the token input and the ``with_effects`` wrappers go, each op called
+    directly, as ``ExportedProgram.module()`` does."""
+    if not any(s.kind.name == "TOKEN" for s in ep.graph_signature.input_specs):
+        return ep
+    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
+
+    return _remove_effect_tokens(ep)
 
 
 def _narrowed_sizes(ep: Any) -> dict[str, tuple[int, int | None]]:

@@ -276,6 +276,30 @@ def _uc101_cdist() -> tuple[nn.Module, Any]:
     return Prototypes(), torch.randn(11, 6, generator=_g())
 
 
+class KernelMatrix(nn.Module):  # UC204: a log-determinant of a unitful kernel matrix
+    """Gaussian-process and whitening code: a kernel matrix of features, its inverse, Cholesky
+    factor, a solve, a determinant and decompositions (each with its unit), and the marginal
+    likelihood's ``logdet`` of the unitful matrix (shifted, not scaled, by a rescaling)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Linear(3, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        f = self.features(x)  # (4, 4)
+        k = f @ f.T
+        k = k + k.diagonal().mean() * 1e-2 * torch.eye(4)  # jitter in the kernel's own unit
+        q, r = torch.linalg.qr(f)
+        vals, vecs = torch.linalg.eigh(k)
+        return (torch.linalg.inv(k), torch.linalg.cholesky(k), torch.linalg.solve(k, f), torch.linalg.det(f[None]),
+                torch.linalg.svdvals(f), q, r, vals, vecs, torch.linalg.pinv(f), torch.logdet(k[None]))
+
+
+@fixture("uc204_logdet")
+def _uc204_logdet() -> tuple[nn.Module, Any]:
+    return KernelMatrix(), torch.randn(4, 3, generator=_g())
+
+
 class PatchRows(nn.Module):  # UC204: row ids read from a float input; the ids as integers are fine
     """Pix2Struct's input in small: each row's first column is an id stored in the float tensor,
     truncated to an integer for an embedding lookup; the same ids given as an integer tensor."""
@@ -311,14 +335,29 @@ def _fourier() -> tuple[nn.Module, Any]:
     return FourierMixing(), torch.randn(4, 8, generator=_g())
 
 
-class Determinant(nn.Module):  # UC901: no rule for linalg_det
+class PairScorer(nn.Module):  # no violation: a bilinear score of two encodings, its bias bound
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 5)
+        self.score = nn.Bilinear(3, 5, 2)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(torch.linalg.det(x))
+        return self.score(self.a(x), self.b(x))
+
+
+@fixture("uc101_bilinear_ok")
+def _bilinear() -> tuple[nn.Module, Any]:
+    return PairScorer(), torch.randn(6, 4, generator=_g())
+
+
+class Chebyshev(nn.Module):  # UC901: no rule for a Chebyshev polynomial
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.special.chebyshev_polynomial_t(x, 3))
 
 
 @fixture("uc901_unknown_op")
 def _uc901() -> tuple[nn.Module, Any]:
-    return Determinant(), torch.randn(2, 3, 3, generator=_g())
+    return Chebyshev(), torch.randn(2, 3, 3, generator=_g())
 
 
 class DeltaSolve(nn.Module):  # UC101: a unit-triangular solve over raw key products
