@@ -705,3 +705,33 @@ def test_a_lowered_graph_with_an_effect_token_traces() -> None:
     assert ug.traced.lowered and not ug.unknown_ops and not ug.violations
     out = next(n for n in ug.graph.nodes if n.op == "output").args[0][0]
     assert str(unit_of(out)) == "in:x^-1 · p:proj.weight^-1"
+
+
+class _Cache:
+    """State a model fills and returns, of a type export does not know (an HF DynamicCache)."""
+
+    def __init__(self) -> None:
+        self.keys: list[torch.Tensor] = []
+
+
+class _ReturnsItsCache(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.k, self.q = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        cache = _Cache()
+        cache.keys.append(self.k(x))
+        return {"hidden": self.q(x) + cache.keys[0], "cache": cache}
+
+
+def test_an_output_export_cannot_flatten_is_left_out() -> None:
+    """DiffusionGemma's encoder returns the DynamicCache it fills: export refused the whole model
+    ("Found <class ...> in output, which is not a known type"). The cache is left out of the
+    graph's outputs, with a note, and the tensors are analysed as before."""
+    model, x = _ReturnsItsCache(), torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+    ug = infer_units(model, (x,))
+    assert ug.traced.method == "export"
+    assert any("_Cache" in note for note in ug.traced.notes), ug.traced.notes
+    assert [v.rule for v in ug.violations] == ["UC101"]  # q(x) + k(x): two weights' units
+    assert model(x)["cache"].keys, "the model's own forward is restored"

@@ -355,6 +355,40 @@ def _distribution_checks_off() -> Iterator[None]:
         Distribution.set_default_validate_args(saved)
 
 
+# leaves export can return: anything else in a model's output (an HF encoder's DynamicCache, a
+# distribution object) is no tensor export knows how to flatten
+_OUTPUT_LEAVES = (torch.Tensor, int, float, bool, complex, str, type(None), torch.SymInt, torch.SymFloat,
+                  torch.SymBool, torch.dtype, torch.device, torch.Size)
+
+
+@contextlib.contextmanager
+def _unflattenable_outputs_dropped(model: nn.Module, dropped: list[str]) -> Iterator[None]:
+    """The model's forward, for the span of a capture, returns None in place of each output
+    export cannot flatten (DiffusionGemma's encoder returns the DynamicCache it fills): state
+    the model hands back, not a value the analysis follows. Their types go to ``dropped``."""
+    had = "forward" in model.__dict__
+    forward = model.forward
+
+    def keep(x: Any) -> Any:
+        if isinstance(x, _OUTPUT_LEAVES):
+            return x
+        dropped.append(type(x).__name__)
+        return None
+
+    @functools.wraps(forward)  # export binds inputs by the forward's signature
+    def returning_known(*args: Any, **kwargs: Any) -> Any:
+        return pytree.tree_map(keep, forward(*args, **kwargs))
+
+    model.forward = returning_known  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if had:
+            model.forward = forward  # type: ignore[method-assign]
+        else:
+            del model.forward
+
+
 @contextlib.contextmanager
 def _data_as_detach() -> Iterator[None]:
     """``weight.data.clamp_(...)`` in ``forward`` (Gemma 3n clips its AltUp coefficients in
@@ -1098,12 +1132,14 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
                  keep: bool = True, lower: bool | None = None) -> TracedGraph:
     shapes = _dynamic_spec(model, args, kwargs) if dynamic else None
     decided: list[str] = []
+    dropped_outputs: list[str] = []
     draw_lines: dict[str, int] = {}
     lowered = False
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
             _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected(), _data_as_detach(), \
+            _unflattenable_outputs_dropped(model, dropped_outputs), \
             sequence_data.stacked():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
         if spec is not None:
@@ -1165,6 +1201,9 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
                     out_spec=_rebuilt_spec(ep.call_spec.out_spec) if lowered else ep.call_spec.out_spec,
                     size_ranges=_narrowed_sizes(ep))
     g.notes += decided
+    if dropped_outputs:
+        g.notes.append(f"outputs left out of the graph (no tensors export can flatten): "
+                       f"{', '.join(sorted(set(dropped_outputs)))}")
     g.draw_lines = draw_lines
     g.lowered = lowered
     return g
