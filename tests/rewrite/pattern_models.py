@@ -1225,3 +1225,67 @@ class Seq2SeqLM(nn.Module):
 
 def seq2seq_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(Seq2SeqLM)
+
+
+class RelBiasBlock(nn.Module):
+    """T5's attention in small: SDPA with an additive bias of learned relative-position logits,
+    computed by the first block from its table and handed on to the next (shared), a causal mask
+    folded into it."""
+
+    def __init__(self, cfg: GPTConfig, has_table: bool) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.o = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.table = nn.Embedding(2 * cfg.block_size - 1, cfg.n_head) if has_table else None
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        B, T, C = x.shape
+        if bias is None:
+            assert self.table is not None
+            pos = torch.arange(T)
+            rel = self.table(pos[None, :] - pos[:, None] + self.table.num_embeddings // 2).permute(2, 0, 1)[None]
+            bias = rel.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        x = x + self.o(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp(self.ln2(x)), bias
+
+
+class RelBiasLM(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.blocks = nn.ModuleList([RelBiasBlock(cfg, i == 0) for i in range(2)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        x, bias = self.wte(idx), None
+        for block in self.blocks:
+            x, bias = block(x, bias)
+        return lm_output(self.head(self.norm(x)), targets)
+
+
+def rel_bias_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(RelBiasLM)
+
+
+class BiasedHeadLM(SplitKeyLM):
+    """BART's head: the projection plus a buffer of per-token logit biases
+    (``final_logits_bias``)."""
+
+    final_logits_bias: torch.Tensor
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.register_buffer("final_logits_bias", torch.zeros(1, cfg.vocab_size))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        return lm_output(self.head(self.trunk(idx)) + self.final_logits_bias, targets)
+
+
+def biased_head_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(BiasedHeadLM)

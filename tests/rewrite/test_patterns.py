@@ -17,6 +17,7 @@ from unitcheck.rewrite.api import rewrite
 from ..conftest import needs_hf
 from .pattern_models import (
     autocast_lm,
+    biased_head_lm,
     clamped_glu_lm,
     codebook_losses_lm,
     delta_rule_lm,
@@ -41,6 +42,7 @@ from .pattern_models import (
     prescaled_query_lm,
     query_position_lm,
     query_row_position_lm,
+    rel_bias_lm,
     residual_twice_lm,
     scaled_residual_lm,
     scaled_tokens_plus_positions_lm,
@@ -338,9 +340,10 @@ def test_mlm_encoder_rewrites_clean_and_verifies(tmp_path: Path, capsys: pytest.
 
 # one of each: parallel blocks (falcon, phi, gptj, cohere), scaled or capped logits (granite,
 # cohere, gemma2), MoE routers (mixtral), MLM encoders (roberta, distilbert, electra, deberta-v2),
-# explicit softmax attention (bloom, gemma2, deberta-v2)
+# explicit softmax attention (bloom, gemma2, deberta-v2), encoder-decoders (t5: a shared relative
+# position bias in SDPA's mask; bart: a logit bias buffer after the head)
 ACCEPTANCE = ["falcon", "phi", "granite", "cohere", "mixtral", "gptj", "roberta", "distilbert", "electra",
-              "deberta-v2", "bloom", "gemma2", "modernbert", "xlnet", "got_ocr2"]
+              "deberta-v2", "bloom", "gemma2", "modernbert", "xlnet", "got_ocr2", "t5", "bart"]
 
 
 @needs_hf
@@ -697,3 +700,29 @@ def test_a_norm_after_a_post_norm_reads_the_stream_too() -> None:
     assert {"layer_norm@tr.encoder.norm", "layer_norm@tr.decoder.norm"} <= dropped, dropped
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs))
+
+
+def test_a_shared_relative_position_bias_in_the_attention_mask() -> None:
+    """T5: the first block computes SDPA's additive bias from its table of relative-position
+    logits and hands it on; with the scores dimensionless the table kept its own unit (UC201 at
+    every SDPA, "an attention bias with no parameter bank to declare", exit 1). A bias of
+    parameters alone is declared dimensionless, as the explicit-attention rule declares one."""
+    model, inputs = rel_bias_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert res.module.__units__.get("blocks.0.table.weight") == "1"
+    assert any(line.startswith("[attention_bias]") and "blocks.0.table.weight" in line for line in res.gct.log)
+    assert infer_units(res.module, inputs).violations == []
+    assert torch.isfinite(res.module(*inputs)[1])
+
+
+def test_a_logit_bias_buffer_after_the_head() -> None:
+    """BART: ``lm_head(h) + final_logits_bias``: the logits were "not a linear projection of
+    the stream" (exit 1). A bias of parameters or buffers alone added after the head stays, and
+    the head is rewritten."""
+    model, inputs = biased_head_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert any(line.startswith("[logits] linear@head") for line in res.gct.log), res.gct.log
+    assert "final_logits_bias" in res.source
+    assert infer_units(res.module, inputs).violations == []

@@ -509,8 +509,9 @@ def attention_bias(ctx: RewriteContext) -> None:
     """SDPA(q, k, v, mask) whose additive mask is computed from the stream (Inkling's
     ``gather(r_proj(h) @ bank)`` by distance): the data side of each product with a parameter
     bank is canonical over the contracted dimension (per head), and the bank's parameters are
-    declared dimensionless, as a logit bias's are. (A mask of parameters alone needs nothing:
-    lint binds a table's unit to the logits'.)"""
+    declared dimensionless, as a logit bias's are. A unitful mask of parameters alone (T5's
+    relative-position logits, computed once and shared by every layer) has its parameters
+    declared dimensionless."""
     memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         if base_name(n) != "scaled_dot_product_attention":
@@ -523,7 +524,17 @@ def attention_bias(ctx: RewriteContext) -> None:
             ctx.skip(module_path(n), "an attention bias whose unit comes from no product of the stream with parameters")
             continue
         banks = _parameters_of(ctx, [t for p in products for t in p.args[1:2] if isinstance(t, fx.Node)])
-        if not banks:  # a table of parameters alone is bound dimensionless by lint itself
+        if not products:  # a bias of parameters alone (T5's shared relative-position logits)
+            tables = _float_parameters(ctx, [mask])
+            if not tables:
+                ctx.skip(module_path(n), "an attention bias with no parameter bank to declare")
+                continue
+            for name in tables:
+                ctx.declare(name)
+            ctx.note("attention_bias", f"{describe(n)} mask", f"a bias of parameters alone (declared dimensionless: "
+                     f"{', '.join(tables)})")
+            continue
+        if not banks:
             ctx.skip(module_path(n), "an attention bias with no parameter bank to declare")
             continue
         read = ", ".join(f"C({describe(p.args[0])}) . bank" for p in products)  # type: ignore[arg-type]
@@ -877,6 +888,13 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
             node = next(a for a in node.args[1:] if not _filled(a))  # masked_fill as lowering writes it
         elif name == "mul" and len(node.args) == 2 and scalar(node.args[0]):
             node = node.args[1]
+        elif name in ("add", "sub") and len(node.args) == 2 and constant is not None \
+                and sum(isinstance(a, fx.Node) and not constant(a) for a in node.args) == 1 \
+                and all(isinstance(a, fx.Node) for a in node.args):
+            bias = next(a for a in node.args if isinstance(a, fx.Node) and constant(a))  # BART's final_logits_bias
+            if terms is not None:
+                terms.append(bias)
+            node = next(a for a in node.args if a is not bias)
         elif name in ("mul", "div") and len(node.args) == 2 and constant is not None \
                 and isinstance(node.args[1], fx.Node) and constant(node.args[1]):
             if terms is not None:
