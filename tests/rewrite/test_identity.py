@@ -417,3 +417,19 @@ def test_nan_where_the_model_computes_nan_is_equal() -> None:
             return torch.where(x > 0, super().forward(x), x)
 
     assert any("output 0 differs" in d for d in differences(model, Other(), (x,)))
+
+
+def test_generated_code_calls_the_public_api() -> None:
+    """Issue 15's readable output: where an ATen op has a public call that dispatches to it with
+    the same arguments, the generated code writes that call (``F.linear``, ``x.view``,
+    ``torch.softmax``...), and the model still regenerates bit for bit."""
+    model, inputs = build("gpt", dropout=0.1)
+    res = rewrite(model, inputs, to="identity")
+    src = res.source
+    assert "import torch.nn.functional as F" in src
+    assert "F.linear(" in src and "F.layer_norm(" in src and "F.gelu(" in src and "torch.embedding(" in src
+    assert ".reshape(" in src and ".transpose(" in src and "F.scaled_dot_product_attention(" in src
+    for op in ("aten.linear.", "aten.layer_norm.", "aten.view.", "aten.transpose.", "aten.add.Tensor", "aten.gelu."):
+        assert op not in src, op
+    for training in (False, True):
+        assert differences(model, res.module, inputs, training) == []

@@ -49,6 +49,7 @@ from .inplace import in_place_on_views
 from .layerdrop import branch_on_draws
 from .outputs import declared_order
 from .patterns import set_attr
+from .public import functional_names, with_public_calls
 from .variants import DTYPE_KEY, TRAIN_KEY, named_args, plain_cast
 
 __all__ = ["Generated", "generate", "render_source", "CodegenError"]
@@ -701,8 +702,13 @@ def _module_header(node: fx.Node) -> str:
 def _method(graph: fx.Graph, name: str) -> tuple[str, dict[str, Any], list[str]]:
     """One method's source, with a header comment before each run of lines that one original
     module computes."""
+    graph = with_public_calls(graph)
     code = graph.python_code(root_module="self")
-    body = code.src.strip("\n").replace("def forward(", f"def {name}(", 1)
+    globals_ = dict(code.globals)
+    src, functional = functional_names(code.src, set(globals_) | {n.name for n in graph.nodes})
+    if functional:
+        globals_["F"] = torch.nn.functional
+    body = src.strip("\n").replace("def forward(", f"def {name}(", 1)
     if graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled):
         # the mode found on entry comes back however the body ends, an exception included
         head, _, rest = body.partition("\n")
@@ -713,13 +719,13 @@ def _method(graph: fx.Graph, name: str) -> tuple[str, dict[str, Any], list[str]]
     for line in body.splitlines():
         m = _ASSIGNED.match(line)
         node = by_name.get(m.group(1)) if m else None
-        if node is not None and node.op == "call_function" and module_path(node) != current:
+        if node is not None and node.op in ("call_function", "call_method") and module_path(node) != current:
             current = module_path(node)
             indent = line[: len(line) - len(line.lstrip())]
             lines.append(indent + _module_header(node))
         lines.append(line)
     inputs = [n.name for n in graph.nodes if n.op == "placeholder"]
-    return "\n".join("    " + line if line else "" for line in lines), dict(code.globals), inputs
+    return "\n".join("    " + line if line else "" for line in lines), globals_, inputs
 
 
 def render_source(gen: Generated, units: dict[str, str], source: str, how: str, summary: str) -> str:
