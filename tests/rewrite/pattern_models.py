@@ -644,11 +644,16 @@ class QueryPositionAttention(nn.Module):
                    for t in self.qkv(x).split(C, dim=2))
         w = (q * self.d**-0.5) @ k.transpose(-2, -1)
         grid = q.reshape(B * self.n_head, H, W, self.d)
-        rel_h = torch.einsum("bhwc,hkc->bhwk", grid, self._table(self.rel_pos_h, H))
-        rel_w = torch.einsum("bhwc,wkc->bhwk", grid, self._table(self.rel_pos_w, W))
-        w = w + (rel_h[:, :, :, :, None] + rel_w[:, :, :, None, :]).reshape_as(w)
+        rel = torch.einsum("bhwc,hkc->bhwk", grid, self._table(self.rel_pos_h, H))[:, :, :, :, None]
+        if self.columns:
+            rel = rel + torch.einsum("bhwc,wkc->bhwk", grid, self._table(self.rel_pos_w, W))[:, :, :, None, :]
+        else:
+            rel = rel.expand(-1, -1, -1, -1, W)
+        w = w + rel.reshape_as(w)
         y = torch.softmax(w, dim=-1) @ v
         return self.out(y.view(B, self.n_head, T, self.d).transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+    columns = True
 
 
 def query_position_lm():  # type: ignore[no-untyped-def]
@@ -659,16 +664,7 @@ class QueryRowPositionAttention(QueryPositionAttention):
     """QueryPositionAttention with the row offsets only: one ``einsum`` of the query with a
     table added to the scores, beside the q . k^T product."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.size()
-        H, W = 2, T // 2
-        q, k, v = (t.view(B, T, self.n_head, self.d).transpose(1, 2).reshape(B * self.n_head, T, self.d)
-                   for t in self.qkv(x).split(C, dim=2))
-        w = (q * self.d**-0.5) @ k.transpose(-2, -1)
-        rel_h = torch.einsum("bhwc,hkc->bhwk", q.reshape(B * self.n_head, H, W, self.d), self._table(self.rel_pos_h, H))
-        w = w + rel_h[:, :, :, :, None].expand(-1, -1, -1, -1, W).reshape_as(w)
-        y = torch.softmax(w, dim=-1) @ v
-        return self.out(y.view(B, self.n_head, T, self.d).transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+    columns = False
 
 
 def query_row_position_lm():  # type: ignore[no-untyped-def]
