@@ -313,6 +313,16 @@ def _peel_normaliser(node: fx.Node) -> fx.Node:
         node = n
 
 
+def _feature_map(root: fx.Node) -> str:
+    """What the log says of a stream of 4-d or 5-d feature maps (a ResNet's, a UNet's, ConvNeXt's
+    between blocks): C, like every rule, acts over the last axis, which is the width where
+    channels come first, not the per-position channel vector the seed's coordinates mean."""
+    val = root.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dim() < 4:
+        return ""
+    return f" (a {val.dim()}-d feature map: C acts over its last axis, the width if channels come first, not over its channels)"
+
+
 def _canonical_root(ctx: RewriteContext, root: fx.Node) -> fx.Node:
     """h0 = C(sum of C(each embedding table)); a normaliser of the sum (post-LN encoders) is
     replaced with it, its gain dropped as on the stream."""
@@ -333,7 +343,7 @@ def _canonical_root(ctx: RewriteContext, root: fx.Node) -> fx.Node:
         if summed is not None:  # ELECTRA, DeBERTa: the sum feeds the stream input indirectly
             _canonical_sum(ctx, summed)
         h0 = ctx.call(canonical, (root,), after=root, like=root)
-        ctx.note("residual_stream", f"stream input {describe(root)}", "h0 = C(stream input)")
+        ctx.note("residual_stream", f"stream input {describe(root)}", "h0 = C(stream input)" + _feature_map(root))
     root.replace_all_uses_with(h0, delete_user_cb=lambda u: u is not h0 and not _feeds(u, h0))
     return h0
 
