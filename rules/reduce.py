@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 
 from unitcheck.registry import method, rule
 from unitcheck.rulectx import RuleContext
-from unitcheck.units import Unit
+from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import INDEX, Index, Poly, UnitValue
 
-from ._util import first, funcs, nonlinear, ops
+from ._util import first, funcs, nonlinear, ops, raised
 
 F = torch.nn.functional
 
@@ -106,6 +107,22 @@ def variance(ctx: RuleContext) -> UnitValue:
     if "var" in name:
         return (unit**2, unit) if "mean" in name else unit**2
     return (unit, unit) if "mean" in name else unit
+
+
+@rule(ops("cov", "corrcoef"), funcs(torch.cov, torch.corrcoef), method("cov", "corrcoef"))
+def covariance(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``cov`` of variables of unit u has u^2; ``corrcoef`` (the covariance over the
+    product of the standard deviations) is dimensionless.
+    Why it matters: cov(g x) = g^2 cov(x), and the correlation does not move at all; export
+    cannot follow ``torch.cov`` (it branches on its weights' values), so the symbolic trace
+    meets it whole.
+    Example: ``torch.cov(features.T)``, a whitening or decorrelation penalty's covariance.
+    Fix: none.
+    """
+    if ctx.op == "corrcoef" or isinstance(ctx.u(ctx.args[0]), Index):
+        return DIMENSIONLESS
+    return raised(ctx, ctx.args[0], Fraction(2))
 
 
 @rule(ops("prod", "cumprod"), funcs(torch.prod, torch.cumprod), method("prod", "cumprod"))

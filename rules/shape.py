@@ -158,7 +158,14 @@ def bookkeeping(ctx: RuleContext) -> UnitValue:
         ctx.node.op == "call_method" and ctx.node.target == "item"
     ):
         return first(ctx)
+    if ctx.node.target is builtins.getattr and len(ctx.args) > 1 and ctx.args[1] in _TENSOR_VIEWS:
+        return first(ctx)  # ``x.T`` in a symbolic trace: the tensor moved, not a size
     return INDEX
+
+
+# attributes that are the tensor itself, moved or reinterpreted (the symbolic trace records them as
+# getattr): they keep its unit
+_TENSOR_VIEWS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 
 
 @rule(ops("constant_pad_nd", "pad", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d",

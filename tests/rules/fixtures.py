@@ -335,6 +335,24 @@ def _fourier() -> tuple[nn.Module, Any]:
     return FourierMixing(), torch.randn(4, 8, generator=_g())
 
 
+class Decorrelation(nn.Module):  # no violation: a covariance (u^2) and a correlation (dimensionless)
+    """A decorrelation penalty's statistics (Barlow Twins, VICReg): ``torch.cov`` of features,
+    which export cannot follow (the symbolic trace meets it whole), and ``torch.corrcoef``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self.proj(x).T  # variables in rows
+        return torch.cov(z), torch.corrcoef(z)
+
+
+@fixture("uc902_covariance_ok")
+def _covariance() -> tuple[nn.Module, Any]:
+    return Decorrelation(), torch.randn(8, 5, generator=_g())
+
+
 class PairScorer(nn.Module):  # no violation: a bilinear score of two encodings, its bias bound
     def __init__(self) -> None:
         super().__init__()
