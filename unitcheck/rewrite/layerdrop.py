@@ -86,7 +86,8 @@ def _as_call(graph: fx.Graph, read: fx.Node, kept: int, region: list[fx.Node], m
     if len(outs) != 1 or len(skips) != 1:
         raise LayerDropError(f"the layer that a random draw skips in training (LayerDrop, read at {read.name}) gives "
                              f"{len(outs)} values after the rewrite, not one: set the model's layer drop to 0 to "
-                             "rewrite it")
+                             "rewrite it (a Hugging Face model: --set layerdrop=0, or encoder_layerdrop=0 and "
+                             "decoder_layerdrop=0)")
     computed = [n for n in region if n.target is not update_buffer]  # the updates move into the call
     nodes = list(graph.nodes)
     if any(n not in inside and n.target in random_ops() for n in nodes[nodes.index(computed[0]):nodes.index(computed[-1])]):
