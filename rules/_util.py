@@ -96,6 +96,16 @@ def with_bias(ctx: RuleContext, out: UnitValue, bias: Any, what: str) -> UnitVal
     return out
 
 
+def per_output(ctx: RuleContext, *units: UnitValue, rest: UnitValue = INDEX) -> UnitValue:
+    """``units`` for the outputs the op has, ``rest`` for each output after them (an op's index
+    outputs, pivots and infos; a loss's or an attention's auxiliary values); one unit for a
+    single output."""
+    val = ctx.val()
+    if not isinstance(val, (list, tuple)):
+        return units[0]
+    return tuple(units[i] if i < len(units) else rest for i in range(len(val)))
+
+
 def raised(ctx: RuleContext, x: object, c: Fraction) -> UnitValue:
     """u(x)^c (a variable pinned first); a polymorphic value stays polymorphic, index data is
     dimensionless."""

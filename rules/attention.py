@@ -11,7 +11,7 @@ from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import Index, Poly, UnitValue
 
-from ._util import funcs, ops
+from ._util import funcs, ops, per_output
 
 F = torch.nn.functional
 
@@ -52,10 +52,7 @@ def sdpa(ctx: RuleContext) -> UnitValue:
         # attention is linear in v: only the weights break, so the output keeps u(v) beside them
         out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk],
                             sources={"logits": (q, k), "mask": mask}) * values
-    val = ctx.val()
-    if isinstance(val, (list, tuple)):
-        return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))
-    return out
+    return per_output(ctx, out, rest=DIMENSIONLESS)
 
 
 _SOFTMAX = ops("_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax",

@@ -9,7 +9,7 @@ from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import UnitValue
 
-from ._util import funcs, ops
+from ._util import funcs, ops, per_output
 
 F = torch.nn.functional
 
@@ -28,9 +28,4 @@ def embedding(ctx: RuleContext) -> UnitValue:
     table = ctx.arg(1, "weight") if functional else ctx.args[0]
     u = ctx.pin(ctx.u(table))
     out = u if isinstance(u, Unit) else DIMENSIONLESS
-    val = ctx.val()
-    if isinstance(val, (list, tuple)):
-        from unitcheck.values import INDEX
-
-        return (out,) + tuple(INDEX for _ in range(len(val) - 1))
-    return out
+    return per_output(ctx, out)

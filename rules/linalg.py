@@ -13,20 +13,11 @@ import torch
 from unitcheck.registry import rule
 from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS
-from unitcheck.values import INDEX, UnitValue
+from unitcheck.values import UnitValue
 
-from ._util import funcs, nonlinear, ops, product, raised
+from ._util import funcs, nonlinear, ops, per_output, product, raised
 
 _LINALG = torch.linalg
-
-
-def _outputs(ctx: RuleContext, *units: UnitValue) -> UnitValue:
-    """``units`` for the outputs the op has (its integer outputs, pivots and infos, are index
-    data); one unit for a single output."""
-    val = ctx.val()
-    if not isinstance(val, (list, tuple)):
-        return units[0]
-    return tuple(units[i] if i < len(units) else INDEX for i in range(len(val)))
 
 
 @rule(ops("linalg_inv", "linalg_inv_ex", "inverse", "linalg_pinv", "pinverse"),
@@ -38,7 +29,7 @@ def inverse(ctx: RuleContext) -> UnitValue:
     Example: ``torch.linalg.inv(x.T @ x)`` has u(x)^-2.
     Fix: none.
     """
-    return _outputs(ctx, raised(ctx, ctx.args[0], Fraction(-1)))
+    return per_output(ctx, raised(ctx, ctx.args[0], Fraction(-1)))
 
 
 @rule(ops("linalg_cholesky", "linalg_cholesky_ex", "cholesky"),
@@ -50,7 +41,7 @@ def cholesky(ctx: RuleContext) -> UnitValue:
     Example: ``torch.linalg.cholesky(K)`` of a kernel matrix K.
     Fix: none.
     """
-    return _outputs(ctx, raised(ctx, ctx.args[0], Fraction(1, 2)))
+    return per_output(ctx, raised(ctx, ctx.args[0], Fraction(1, 2)))
 
 
 @rule(ops("linalg_solve_triangular", "linalg_solve", "linalg_solve_ex", "_linalg_solve_ex"),
@@ -68,7 +59,7 @@ def solve(ctx: RuleContext) -> UnitValue:
     a, b = ctx.arg(0, "A", ctx.kwargs.get("self")), ctx.arg(1, "B")
     unitriangular = ctx.op.endswith("solve_triangular") and bool(ctx.kwargs.get("unitriangular", False))
     if not unitriangular:  # _linalg_solve_ex also returns A's LU factors
-        return _outputs(ctx, product(ctx, [b, a], [1, -1]), raised(ctx, a, Fraction(1)))
+        return per_output(ctx, product(ctx, [b, a], [1, -1]), raised(ctx, a, Fraction(1)))
     va = ctx.u(a)
     if not ctx.to_dimensionless(va):
         return ctx.violation("UC101", f"a unit-triangular solve adds its unit diagonal to a matrix of unit {va}",
@@ -87,7 +78,7 @@ def determinant(ctx: RuleContext) -> UnitValue:
     n = _size(ctx.args[0])
     if n is None:
         return ctx.violation("UC204", "determinant of a matrix whose size is not fixed", {"input": ctx.u(ctx.args[0])})
-    return _outputs(ctx, raised(ctx, ctx.args[0], Fraction(n)), raised(ctx, ctx.args[0], Fraction(1)))
+    return per_output(ctx, raised(ctx, ctx.args[0], Fraction(n)), raised(ctx, ctx.args[0], Fraction(1)))
 
 
 @rule(ops("_linalg_slogdet", "linalg_slogdet", "slogdet", "logdet", "linalg_matrix_exp", "matrix_exp"),
@@ -102,7 +93,7 @@ def of_a_dimensionless_matrix(ctx: RuleContext) -> UnitValue:
     Fix: divide A by a scale of its unit first (its mean diagonal, a canonicalised feature map).
     """
     out = nonlinear(ctx, [ctx.args[0]], "UC204", ctx.op)
-    return _outputs(ctx, out, out, raised(ctx, ctx.args[0], Fraction(1)))
+    return per_output(ctx, out, out, raised(ctx, ctx.args[0], Fraction(1)))
 
 
 _DECOMPOSITIONS: dict[str, tuple[str, ...]] = {  # each output: "1" dimensionless, "u" the matrix's unit
@@ -128,7 +119,7 @@ def decomposition(ctx: RuleContext) -> UnitValue:
     """
     kinds = _DECOMPOSITIONS.get(ctx.op, ("u",))
     u = raised(ctx, ctx.args[0], Fraction(1))
-    return _outputs(ctx, *(u if k == "u" else DIMENSIONLESS for k in kinds))
+    return per_output(ctx, *(u if k == "u" else DIMENSIONLESS for k in kinds))
 
 
 def _size(x: Any) -> int | None:

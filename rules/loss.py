@@ -10,7 +10,7 @@ from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import Index, Poly, UnitValue
 
-from ._util import funcs, ops
+from ._util import funcs, ops, per_output
 
 F = torch.nn.functional
 
@@ -35,10 +35,7 @@ def nll(ctx: RuleContext) -> UnitValue:
     """
     u = ctx.u(ctx.args[0])
     out = u if isinstance(u, Unit) else DIMENSIONLESS
-    val = ctx.val()
-    if isinstance(val, (list, tuple)):
-        return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))
-    return out
+    return per_output(ctx, out, rest=DIMENSIONLESS)
 
 
 @rule(ops("cross_entropy_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy",
@@ -56,10 +53,7 @@ def likelihood(ctx: RuleContext) -> UnitValue:
     Fix: dimensionless logits from C(h_L) with a learnable logit gain.
     """
     out = _logits(ctx, ctx.op)
-    val = ctx.val()
-    if isinstance(val, (list, tuple)):
-        return (out,) + tuple(DIMENSIONLESS for _ in range(len(val) - 1))
-    return out
+    return per_output(ctx, out, rest=DIMENSIONLESS)
 
 
 @rule(ops("mse_loss", "l1_loss"), funcs(F.mse_loss, F.l1_loss))

@@ -13,7 +13,7 @@ from unitcheck.rulectx import RuleContext
 from unitcheck.units import DIMENSIONLESS, Unit
 from unitcheck.values import INDEX, Index, Poly, UnitValue
 
-from ._util import first, funcs, nonlinear, ops, raised
+from ._util import first, funcs, nonlinear, ops, per_output, raised
 
 F = torch.nn.functional
 
@@ -79,13 +79,9 @@ def values_and_indices(ctx: RuleContext) -> UnitValue:
     Example: ``logits.topk(k, dim=-1)``.
     Fix: none.
     """
-    val = ctx.val()
     if len(ctx.args) > 1 and hasattr(ctx.args[1], "meta") and not isinstance(ctx.u(ctx.args[1]), Index):
         return ctx.same_unit([ctx.args[0], ctx.args[1]], "max")
-    v = first(ctx)
-    if isinstance(val, (list, tuple)):
-        return (v,) + tuple(INDEX for _ in range(len(val) - 1))
-    return v
+    return per_output(ctx, first(ctx))
 
 
 @rule(ops("var", "var_mean", "std", "std_mean"), funcs(torch.var, torch.std, torch.var_mean,
