@@ -23,6 +23,7 @@ import math
 import re
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ from .patterns import (
     Rule,
     attention_scores,
     describe,
+    einsum_linear,
     einsum_pair,
     holds_input,
     is_size,
@@ -446,7 +448,7 @@ def branch_normalisers(ctx: RewriteContext) -> None:
                 end = _rms_pattern(u, h)  # type: ignore[assignment]
                 if end is None:
                     continue
-            readers = [r for r in users_through_casts(end)]
+            readers = list(users_through_casts(end))
             end.replace_all_uses_with(h)
             todo += readers
             ctx.note("branch_normalisers", describe(u), "identity on the canonical stream (gain dropped)")
@@ -533,7 +535,6 @@ def attention_bias(ctx: RewriteContext) -> None:
         if products is None:
             ctx.skip(module_path(n), "an attention bias whose unit comes from no product of the stream with parameters")
             continue
-        banks = _parameters_of(ctx, [t for p in products for t in p.args[1:2] if isinstance(t, fx.Node)])
         if not products:  # a bias of parameters alone (T5's shared relative-position logits)
             tables = _float_parameters(ctx, [mask])
             if not tables:
@@ -544,6 +545,7 @@ def attention_bias(ctx: RewriteContext) -> None:
             ctx.note("attention_bias", f"{describe(n)} mask", f"a bias of parameters alone (declared dimensionless: "
                      f"{', '.join(tables)})")
             continue
+        banks = _parameters_of(ctx, [t for p in products for t in p.args[1:2] if isinstance(t, fx.Node)])
         if not banks:
             ctx.skip(module_path(n), "an attention bias with no parameter bank to declare")
             continue
@@ -898,13 +900,11 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
             node = next(a for a in node.args[1:] if not _filled(a))  # masked_fill as lowering writes it
         elif name == "mul" and len(node.args) == 2 and scalar(node.args[0]):
             node = node.args[1]
-        elif name in ("add", "sub") and len(node.args) == 2 and constant is not None \
-                and sum(isinstance(a, fx.Node) and not constant(a) for a in node.args) == 1 \
-                and all(isinstance(a, fx.Node) for a in node.args):
-            bias = next(a for a in node.args if isinstance(a, fx.Node) and constant(a))  # BART's final_logits_bias
+        elif name in ("add", "sub") and constant is not None and _one_data_operand(node, constant):
+            data, bias = sorted(node.args, key=constant)  # type: ignore[arg-type]  # BART's final_logits_bias
             if terms is not None:
-                terms.append(bias)
-            node = next(a for a in node.args if a is not bias)
+                terms.append(bias)  # type: ignore[arg-type]
+            node = data
         elif name in ("mul", "div") and len(node.args) == 2 and constant is not None \
                 and isinstance(node.args[1], fx.Node) and constant(node.args[1]):
             if terms is not None:
@@ -918,6 +918,13 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
         else:
             return None
     return None
+
+
+def _one_data_operand(node: fx.Node, constant: Callable[[fx.Node], bool]) -> bool:
+    """Two node operands, one of them computed from the input, the other not (a bias term)."""
+    args = node.args
+    return len(args) == 2 and all(isinstance(a, fx.Node) for a in args) \
+        and sorted(map(constant, args)) == [False, True]  # type: ignore[arg-type]
 
 
 def _filled(value: Any) -> bool:
@@ -994,10 +1001,8 @@ def _as_linear(ctx: RewriteContext, src: fx.Node, memo: dict[fx.Node, bool]) -> 
     if not isinstance(h, fx.Node) or not isinstance(val, torch.Tensor) or val.dim() != 2 \
             or holds_input(ctx, t, memo):  # type: ignore[arg-type]
         return None
-    if pair is not None:  # "...d,vd->...v": the output must be h's other indices, then the table's
-        inputs, _, out = str(src.args[0]).replace(" ", "").partition("->")
-        a, b = inputs.split(",")
-        if out != a[:-1] + b[0]:
+    if pair is not None:
+        if not einsum_linear(src):
             return None
         w = t
     elif _swapped(t):  # h @ W.t(): W itself

@@ -170,27 +170,42 @@ def scalar(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def einsum_pair(node: Any) -> tuple[fx.Node, fx.Node] | None:
-    """The operands of an ``einsum`` of two tensors that sums over one index, the last of each
-    (attention's q . k^T written ``einsum("bqhd,bkhd->bhqk", q, k)``, a head's
-    ``einsum("btd,vd->btv", h, W)``); None for any other einsum or op."""
+def _einsum(node: Any) -> tuple[str, str, str, fx.Node, fx.Node] | None:
+    """An ``einsum`` of two tensors with an explicit output: its operands' indices, the
+    output's, and the operands."""
     if not (isinstance(node, fx.Node) and base_name(node) == "einsum" and len(node.args) == 2):
         return None
     equation, operands = node.args
     if not isinstance(equation, str) or not isinstance(operands, (list, tuple)) or len(operands) != 2:
         return None
     a_node, b_node = operands
-    if not isinstance(a_node, fx.Node) or not isinstance(b_node, fx.Node):
-        return None
     inputs, arrow, out = equation.replace(" ", "").partition("->")
     parts = inputs.split(",")
-    if not arrow or "." in equation or len(parts) != 2 or not all(parts):
+    if not (isinstance(a_node, fx.Node) and isinstance(b_node, fx.Node)) or not arrow or "." in equation \
+            or len(parts) != 2 or not all(parts):
         return None
-    a, b = parts
-    summed = (set(a) | set(b)) - set(out)
-    if summed != {a[-1]} or a[-1] != b[-1]:
+    return parts[0], parts[1], out, a_node, b_node
+
+
+def einsum_pair(node: Any) -> tuple[fx.Node, fx.Node] | None:
+    """The operands of an ``einsum`` of two tensors that sums over one index, the last of each
+    (attention's q . k^T written ``einsum("bqhd,bkhd->bhqk", q, k)``, a head's
+    ``einsum("btd,vd->btv", h, W)``); None for any other einsum or op."""
+    spec = _einsum(node)
+    if spec is None:
+        return None
+    a, b, out, a_node, b_node = spec
+    if (set(a) | set(b)) - set(out) != {a[-1]} or a[-1] != b[-1]:
         return None
     return a_node, b_node
+
+
+def einsum_linear(node: Any) -> bool:
+    """An einsum_pair that is ``linear(x, W)``: W a matrix, the output x's other indices then W's
+    (``"btd,vd->btv"``)."""
+    spec = _einsum(node)
+    return spec is not None and einsum_pair(node) is not None and len(spec[1]) == 2 \
+        and spec[2] == spec[0][:-1] + spec[1][0]
 
 
 def is_size(node: fx.Node) -> bool:
