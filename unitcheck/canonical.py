@@ -82,6 +82,7 @@ def _tracing() -> bool:
 _CALLS = itertools.count()
 CALL_KEY = "unitcheck_call"  # node.meta["custom"]: which call made the node (see _marked)
 OUTER_KEY = "unitcheck_outer"  # and the outermost marked call around it, (name, id), if nested
+DIM_KEY = "unitcheck_dim"  # and the feature axis of a call over another axis than the last
 
 
 def next_call_id() -> int:
@@ -90,24 +91,43 @@ def next_call_id() -> int:
 
 
 @contextlib.contextmanager
-def _marked(name: str) -> Iterator[None]:
+def _marked(name: str, dim: int = -1, eps: float = CANONICAL_EPS) -> Iterator[None]:
     """Nodes a capture records inside are marked as one call of ``name``: their traced formula
     is not the one eager autograd runs, so code generation writes the call back. A call inside
     another marked call (C inside the residual update) also records the outermost one, which
-    code generation writes back first."""
+    code generation writes back first. A feature axis other than the last is recorded too, with
+    eps (``DIM_KEY``): the formula moves the axis last and back, and the call is written with
+    both."""
     around = fx_traceback.current_meta.get("custom") or {}
     mark: dict[str, object] = {CALL_KEY: name, "unitcheck_call_id": next_call_id()}
+    if dim != -1:
+        mark[DIM_KEY] = {"dim": dim, "eps": eps}
     if CALL_KEY in around:
         mark[OUTER_KEY] = around.get(OUTER_KEY) or (around[CALL_KEY], around["unitcheck_call_id"])
     with fx_traceback.annotate(mark):
         yield
 
 
-def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
-    """C(x) = x / sqrt(RMS(x)^2 + eps) over the last dimension: dimensionless for any unit of x.
+def _last(dim: int, x: torch.Tensor) -> bool:
+    return dim == -1 or dim == x.dim() - 1
 
-    Traced graphs see RMSNorm without a gain (the same function); eager training with autograd
-    uses the fused backward."""
+
+def _moved(fn: Any, name: str, dim: int, xs: tuple[torch.Tensor, ...], *rest: Any) -> torch.Tensor:
+    """``fn`` over the feature axis ``dim`` of each of ``xs``: moved last and back (a capture
+    records one marked call)."""
+    eps = rest[-1]
+    with _marked(name, dim, eps) if _tracing() else contextlib.nullcontext():
+        return fn(*(x.movedim(dim, -1) for x in xs), *rest).movedim(-1, dim)  # type: ignore[no-any-return]
+
+
+def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1) -> torch.Tensor:
+    """C(x) = x / sqrt(RMS(x)^2 + eps) over the feature axis ``dim`` (the last; the channels of
+    a feature map, 1): dimensionless for any unit of x.
+
+    Traced graphs see RMSNorm without a gain (the same function), over the feature axis moved
+    last and back; eager training with autograd uses the fused backward."""
+    if not _last(dim, x):
+        return _moved(canonical, "canonical", dim, (x,), eps)
     if not _tracing():
         if x.requires_grad:
             return _Canonical.apply(x, eps)  # type: ignore[no-any-return]
@@ -140,11 +160,13 @@ def _projected(a: torch.Tensor, h: torch.Tensor, eps: float) -> torch.Tensor:
     return a - (a * h).sum(-1, keepdim=True) / ((h * h).sum(-1, keepdim=True) + eps) * h
 
 
-def orthogonal(a: torch.Tensor, h: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
-    """P_perp_h a = a - <a, h> / (||h||^2 + eps) h, per token: the update's component off the
-    stream. eps is a floor like C's: where the stream is exactly 0 (a zero padding row) the
-    projection is the identity, not 0/0; on a canonical stream (||h||^2 = d) it changes
-    nothing a float can show."""
+def orthogonal(a: torch.Tensor, h: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1) -> torch.Tensor:
+    """P_perp_h a = a - <a, h> / (||h||^2 + eps) h, per token (per position of a feature map,
+    over its channels ``dim``): the update's component off the stream. eps is a floor like
+    C's: where the stream is exactly 0 (a zero padding row) the projection is the identity, not
+    0/0; on a canonical stream (||h||^2 = d) it changes nothing a float can show."""
+    if not _last(dim, a):
+        return _moved(orthogonal, "orthogonal", dim, (a, h), eps)
     if not _tracing():
         if a.requires_grad or h.requires_grad:
             return _Orthogonal.apply(a, h, eps)  # type: ignore[no-any-return]
@@ -205,13 +227,16 @@ class _ResidualUpdate(torch.autograd.Function):
 
 
 def residual_update(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor | float,
-                    eps: float = CANONICAL_EPS) -> torch.Tensor:
-    """GCT's residual update h <- C(h + alpha C(P_perp_h u)) (seed 000).
+                    eps: float = CANONICAL_EPS, dim: int = -1) -> torch.Tensor:
+    """GCT's residual update h <- C(h + alpha C(P_perp_h u)) (seed 000), over the feature axis
+    ``dim``.
 
     The same function as the three calls it names; in eager training one compiled kernel each
     way (the three calls make about fifteen passes over the activations, GCT's main cost over a
     GPT step). Captures see the three calls, marked as one call of this function, which code
     generation writes back."""
+    if not _last(dim, h):
+        return _moved(lambda h, u, eps: residual_update(h, u, alpha, eps), "residual_update", dim, (h, u), eps)
     if _tracing():
         with _marked("residual_update"):
             return canonical(h + alpha * canonical(orthogonal(u, h, eps), eps), eps)

@@ -1285,3 +1285,57 @@ class BiasedHeadLM(SplitKeyLM):
 
 def biased_head_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(BiasedHeadLM)
+
+
+class ConvMixer(nn.Module):
+    """Mamba's mixer in small: features moved to axis 1 for a causal depthwise convolution over
+    time, a gate, a skip term inside the mixer, then moved back (C over the last axis there is
+    C over time: it leaks later tokens into earlier ones)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        d = cfg.n_embd
+        self.in_proj = nn.Linear(d, 2 * d, bias=False)
+        self.conv1d = nn.Conv1d(d, d, 4, groups=d, padding=3)
+        self.D = nn.Parameter(torch.ones(d))
+        self.out_proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u, gate = self.in_proj(x).transpose(1, 2).chunk(2, dim=1)
+        u = torch.nn.functional.silu(self.conv1d(u)[..., : x.size(1)])
+        y = torch.cumsum(u, dim=2) * torch.nn.functional.silu(gate)
+        y = y + u * self.D[None, :, None]
+        return self.out_proj(y.transpose(1, 2))  # type: ignore[no-any-return]
+
+
+def conv_mixer_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(Fp32ResidualLM, ConvMixer)
+
+
+class ConvResidual(nn.Module):
+    """A residual conv net whose stream is an (N, C, H, W) feature map: a classifier, or with
+    ``dense`` a per-pixel output (a denoiser's features), whose positions say what each output
+    reads."""
+
+    def __init__(self, dense: bool = False) -> None:
+        super().__init__()
+        self.dense = dense
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        # a dense net normalises per pixel (batch norm, in eval mode): GroupNorm reads the whole map
+        self.blocks = nn.ModuleList([nn.Sequential(nn.BatchNorm2d(8) if dense else nn.GroupNorm(2, 8), nn.SiLU(),
+                                                   nn.Conv2d(8, 8, 3, padding=1)) for _ in range(2)])
+        self.head = nn.Conv2d(8, 3, 1) if dense else nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = h + block(h)
+        if self.dense:
+            return self.head(h)  # type: ignore[no-any-return]
+        return torch.nn.functional.cross_entropy(self.head(h.mean((2, 3))), y)
+
+
+def conv_residual(dense: bool = False):  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 16)
+    return ConvResidual(dense), (x, torch.tensor([0, 3]))

@@ -726,33 +726,3 @@ def test_a_logit_bias_buffer_after_the_head() -> None:
     assert any(line.startswith("[logits] linear@head") for line in res.gct.log), res.gct.log
     assert "final_logits_bias" in res.source
     assert infer_units(res.module, inputs).violations == []
-
-
-class _ConvResidual(torch.nn.Module):
-    """A residual conv net: the stream is an (N, C, H, W) feature map."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.blocks = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.GroupNorm(2, 8), torch.nn.SiLU(),
-                                                               torch.nn.Conv2d(8, 8, 3, padding=1)) for _ in range(2)])
-        self.head = torch.nn.Linear(8, 4)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
-        for block in self.blocks:
-            h = h + block(h)
-        return torch.nn.functional.cross_entropy(self.head(h.mean((2, 3))), y)
-
-
-def test_a_feature_map_stream_is_said_to_be_canonical_over_its_last_axis() -> None:
-    """The rewrite of a conv net canonicalises (N, C, H, W) feature maps over their last axis:
-    consistent (the lint after is clean) but not per-position channel coordinates; the log says
-    so where the stream starts, rather than calling it the seed's canonical coordinates."""
-    torch.manual_seed(0)
-    model, inputs = _ConvResidual(), (torch.randn(2, 3, 6, 6), torch.tensor([0, 3]))
-    res = rewrite(model, inputs)
-    line = next(line for line in res.gct.log if line.startswith("[residual_stream] stream input"))
-    assert "4-d feature map" in line and "not over its channels" in line, line
-    model2, inputs2 = learned_positions_lm()  # a (B, T, C) stream: nothing to say
-    assert not any("feature map" in line for line in rewrite(model2, inputs2).gct.log)

@@ -132,6 +132,12 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
             ug = infer_units(module, example_inputs)
         left = ug.violations
     module.load_state_dict(gen.root.state_dict())
+    if to == "gct":
+        from .mixing import new_dependencies
+
+        for found in new_dependencies(model, module, example_inputs):
+            res.unhandled.append({"module": "<root>", "reason": f"the rewrite mixes positions: {found} "
+                                  "(C or P_perp over an axis other than the features)"})
     return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes],
                          left, caps.kept)
 

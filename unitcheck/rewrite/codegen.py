@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from .. import opaque
-from ..canonical import CALL_KEY, OUTER_KEY, canonical, orthogonal, residual_update
+from ..canonical import CALL_KEY, DIM_KEY, OUTER_KEY, canonical, orthogonal, residual_update
 from ..draws import SKIP
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, called_name, location, module_path
@@ -361,7 +361,13 @@ def _call_again(graph: fx.Graph, nodes: list[fx.Node]) -> None:
     out = outputs[0]
     fn: Any = None
     args: tuple[Any, ...] = ()
-    if name == "autograd_function":
+    kwargs: dict[str, Any] = {}
+    over = mark.get(DIM_KEY) if OUTER_KEY not in mark else None  # a call over another axis than the last
+    if over is not None and name in ("canonical", "orthogonal") and len(inputs) == (1 if name == "canonical" else 2):
+        fn, args, kwargs = (canonical if name == "canonical" else orthogonal), tuple(inputs), dict(over)
+    elif over is not None:
+        return
+    elif name == "autograd_function":
         found = _function_call(nodes, inside)
         if found is not None:
             fn, args = found
@@ -378,7 +384,7 @@ def _call_again(graph: fx.Graph, nodes: list[fx.Node]) -> None:
     if fn is None:
         return
     with graph.inserting_after(out):
-        call = graph.call_function(fn, args)
+        call = graph.call_function(fn, args, kwargs)
     call.meta.update({k: v for k, v in out.meta.items() if k != "custom"})
     out.replace_all_uses_with(call)
     for n in reversed(nodes):

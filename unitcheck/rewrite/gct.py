@@ -49,6 +49,7 @@ from ..tracer import TracedGraph
 from ..unitgraph import UnitGraph
 from ..units import Unit
 from .joins import mixed_parts
+from .layout import annotate, feature_axis, over_features
 from .patterns import (
     RewriteContext,
     Rule,
@@ -316,13 +317,18 @@ def _peel_normaliser(node: fx.Node) -> fx.Node:
 
 
 def _feature_map(root: fx.Node) -> str:
-    """What the log says of a stream of 4-d or 5-d feature maps (a ResNet's, a UNet's, ConvNeXt's
-    between blocks): C, like every rule, acts over the last axis, which is the width where
-    channels come first, not the per-position channel vector the seed's coordinates mean."""
+    """What the log says of a stream whose features are not its last axis (a ResNet's, a
+    UNet's, ConvNeXt's feature maps between blocks: their channels), or of a feature map whose
+    channels nothing in the graph fixes (C then acts over the last axis)."""
     val = root.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dim() < 4:
+    if not isinstance(val, torch.Tensor) or val.dim() < 3:
         return ""
-    return f" (a {val.dim()}-d feature map: C acts over its last axis, the width if channels come first, not over its channels)"
+    axis = feature_axis(root)
+    if axis is not None and axis != val.dim() - 1:
+        return f" (a {val.dim()}-d feature map: C acts over its channels, axis {axis})"
+    if axis is None and val.dim() >= 4:
+        return f" (a {val.dim()}-d value whose feature axis nothing fixes: C acts over its last axis)"
+    return ""
 
 
 def _canonical_root(ctx: RewriteContext, root: fx.Node) -> fx.Node:
@@ -437,6 +443,8 @@ def branch_normalisers(ctx: RewriteContext) -> None:
     that reads the stream only once the one before it is gone (a post-norm layer's norm, then
     its stack's final norm)."""
     for h in list(ctx.state.get("stream", ())):
+        if over_features(h):  # C acts over a feature map's channels, these norms over its last axis
+            continue
         todo = list(users_through_casts(h))
         while todo:
             u = todo.pop(0)
@@ -1127,6 +1135,7 @@ def gct_graph(model: nn.Module, example_inputs: Any, rules: list[Rule] | None = 
     if traced is None:
         traced = trace_for_inference(model, example_inputs, dynamic=True)
     ug: UnitGraph = run_inference(traced)
+    annotate(traced.graph)
     ctx = RewriteContext(ug, dtype=float_dtype(model))
     for rule in rules or RULES:
         rule(ctx)

@@ -19,6 +19,7 @@ from torch import nn
 from ..canonical import canonical, orthogonal
 from ..fxutil import IDENTITY_OPS, MOVEMENT_OPS, base_name, elementwise_extreme, module_path
 from ..unitgraph import UnitGraph
+from .layout import over_features
 
 aten = torch.ops.aten
 
@@ -78,9 +79,13 @@ class RewriteContext:
 
     def call(self, target: Callable[..., Any] | Any, args: tuple[Any, ...], after: fx.Node,
              like: fx.Node | None = None, kwargs: dict[str, Any] | None = None) -> fx.Node:
-        """Insert ``target(*args)`` right after ``after``; copies module/stack metadata."""
+        """Insert ``target(*args)`` right after ``after``; copies module/stack metadata. C and
+        P_perp act over the value's feature axis (the channels of a feature map) where it is not
+        the last."""
         if target in _PROMOTING:
             args, after = self._in_operand_dtype(args, after)
+        if target in (canonical, orthogonal) and "dim" not in (kwargs or {}):
+            kwargs = {**(kwargs or {}), **over_features(args[-1])}
         with self.graph.inserting_after(after):
             node = self.graph.call_function(target, args, kwargs or {})
         src = like if like is not None else after

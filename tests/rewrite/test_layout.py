@@ -1,0 +1,132 @@
+"""The feature axis C and P_perp act over, and the measurement that judges it: a rewrite adds no
+dependence between positions the original does not have."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from unitcheck.canonical import canonical, orthogonal, residual_update
+from unitcheck.infer import trace_for_inference
+from unitcheck.rewrite import layout
+from unitcheck.rewrite.api import rewrite
+from unitcheck.rewrite.equal import differences
+from unitcheck.rewrite.mixing import new_dependencies
+
+from .pattern_models import conv_mixer_lm, conv_residual, learned_positions_lm
+
+
+def _axes(model: nn.Module, *inputs: torch.Tensor) -> dict[str, int | None]:
+    """Each call_function node's feature axis, by node name."""
+    graph = trace_for_inference(model, inputs, dynamic=True).graph
+    layout.annotate(graph)
+    return {n.name: n.meta[layout.KEY] for n in graph.nodes if n.op == "call_function"}
+
+
+class _Moves(nn.Module):
+    """Every way the axis moves: a linear (last), heads split off it and merged back, a
+    transpose, a convolution (1), a weight on the left of a product (its rows), a reduction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.conv = nn.Conv1d(8, 8, 3, padding=1)
+        self.w = nn.Parameter(torch.randn(6, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)                                  # (B, T, 8): 2
+        heads = h.view(h.size(0), h.size(1), 2, 4)        # (B, T, 2, 4): 3, the head features
+        merged = heads.reshape(h.size(0), h.size(1), 8)   # (B, T, 8): 2 again
+        c = self.conv(merged.transpose(1, 2))             # (B, 8, T): 1
+        left = torch.matmul(self.w, c)                    # (B, 6, T): 1, the weight's rows
+        pooled = left.mean(-1)                            # (B, 6): 1
+        return pooled.unsqueeze(1) + c.amax(1, keepdim=True).transpose(1, 2)[..., :1]
+
+
+def test_the_feature_axis_follows_the_ops_that_move_it() -> None:
+    axes = _axes(_Moves(), torch.randn(2, 5, 8))
+    assert axes["linear"] == 2
+    assert axes["view"] == 3 and axes["reshape"] == 2  # split into heads, then merged
+    assert axes["transpose"] == 1 and axes["conv1d"] == 1
+    assert axes["matmul"] == 1 and axes["mean"] == 1
+    assert axes["amax"] is None  # reduced over the features: a size-1 axis is not one
+    assert axes["unsqueeze"] == 2 and axes["add"] == 2
+
+
+@pytest.mark.parametrize("fn", ["canonical", "orthogonal", "residual_update"])
+def test_c_and_p_perp_over_an_axis_are_the_last_axis_moved(fn: str) -> None:
+    """``dim=1`` is the function over the channels: the same values and gradients as moving
+    them last and back (float64)."""
+    g = torch.Generator().manual_seed(0)
+    h, u = (torch.randn(2, 6, 3, 4, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+    alpha = torch.tensor(0.3, dtype=torch.float64)
+    call = {"canonical": lambda d, m: canonical(m(h), dim=d),
+            "orthogonal": lambda d, m: orthogonal(m(u), m(h), dim=d),
+            "residual_update": lambda d, m: residual_update(m(h), m(u), alpha, dim=d)}[fn]
+    over = call(1, lambda t: t)
+    moved = call(-1, lambda t: t.movedim(1, -1)).movedim(-1, 1)
+    assert torch.allclose(over, moved, rtol=1e-12, atol=1e-14)
+    weights = torch.cos(torch.arange(over.numel(), dtype=torch.float64)).view_as(over)
+    grads = [torch.autograd.grad((y * weights).sum(), (h, u), allow_unused=True) for y in (over, moved)]
+    for a, b in zip(*grads, strict=True):
+        assert (a is None) == (b is None) and (a is None or torch.allclose(a, b, rtol=1e-10, atol=1e-12))
+    if fn == "canonical":
+        assert torch.allclose(over.pow(2).mean(1), torch.ones(2, 3, 4, dtype=torch.float64), atol=1e-5)
+
+
+class _ChannelCanonical(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = canonical(self.conv(x), dim=1)
+        return h + orthogonal(self.conv(x * 2), h, dim=1)
+
+
+def test_a_call_over_the_channels_is_regenerated_with_its_axis() -> None:
+    """A model that calls C over axis 1 regenerates as that call (``dim = 1``), bit for bit."""
+    torch.manual_seed(0)
+    model, x = _ChannelCanonical(), torch.randn(2, 3, 5, 5)
+    res = rewrite(model, (x,), to="identity")
+    assert res.source.count("dim = 1") == 2, res.source
+    assert differences(model, res.module, (x,)) == [] and differences(model, res.module, (x,), True) == []
+
+
+def test_a_mixer_that_convolves_over_time_stays_causal() -> None:
+    """Mamba's mixer moves its features to axis 1: C over the last axis there normalised over
+    time, and every position of the rewritten model read the last token (hf:mamba: 15 of 16
+    positions moved). C follows the features; the rewrite is causal like the model."""
+    model, inputs = conv_mixer_lm()
+    res = rewrite(model, inputs)
+    assert res.complete, res.gct.unhandled
+    assert "dim = 1" in res.source
+    assert new_dependencies(model, res.module, inputs) == []
+
+
+def test_a_feature_map_stream_is_canonical_over_its_channels() -> None:
+    """A conv net's stream is canonical per pixel over its channels (the log says so); its
+    GroupNorm, which normalises groups of channels over the whole map, is not C and stays."""
+    model, inputs = conv_residual()
+    res = rewrite(model, inputs)
+    line = next(line for line in res.gct.log if line.startswith("[residual_stream] stream input"))
+    assert "C acts over its channels, axis 1" in line, line
+    assert not any(line.startswith("[branch_normalisers]") for line in res.gct.log), res.gct.log
+    model2, inputs2 = learned_positions_lm()  # a (B, T, C) stream: nothing to say
+    assert not any("feature map" in line for line in rewrite(model2, inputs2).gct.log)
+
+
+def test_the_rewrite_refuses_to_call_a_model_that_mixes_positions_complete(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The measurement that judges the axis: with C over the last axis (the width) the dense
+    conv net's rewrite makes every pixel of a row read the perturbed one, and the rewrite is
+    incomplete, saying so; with C over the channels no output moves that the original's
+    does not, and it is complete."""
+    model, inputs = conv_residual(dense=True)
+    res = rewrite(model, inputs)
+    assert res.complete, res.gct.unhandled
+    assert new_dependencies(model, res.module, inputs) == []
+    monkeypatch.setattr("unitcheck.rewrite.layout.feature_axis", lambda node: None)  # the last axis throughout
+    wrong = rewrite(model, inputs)
+    assert not wrong.complete
+    assert any("mixes positions" in u["reason"] for u in wrong.gct.unhandled), wrong.gct.unhandled

@@ -1,0 +1,100 @@
+"""Does a rewrite make outputs depend on inputs the original's do not read? A measurement of
+what the unit checks cannot see.
+
+C over the wrong axis is unit-consistent: the rewritten model lints clean and the oracle agrees
+with every unit it stores, yet C over a sequence axis leaks later tokens into earlier ones
+(Mamba's mixer convolves over time with its features at axis 1) and C over a feature map's
+width mixes the pixels of a row. Both show as a dependence the original does not have: change
+one input element (the last token of the first example, the last pixel of the first image),
+and an output position the original leaves bit for bit as it was moves in the rewritten model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ..oracle.interp import seeded
+from ..tracer import normalise_inputs
+from .equal import deterministic
+from .outputs import declared
+
+__all__ = ["new_dependencies"]
+
+
+def _perturbed(x: torch.Tensor) -> torch.Tensor | None:
+    """``x`` with its last element of the first example changed: a token id to another id
+    the input holds (still inside the vocabulary), a float by one unit of its scale."""
+    out = x.clone()
+    where = (0,) + (-1,) * (x.dim() - 1)
+    if x.is_floating_point():
+        out[where] = out[where] + 1.0 + float(x.abs().max())
+        return out
+    others = x[x != x[where]]
+    if others.numel() == 0:
+        return None
+    out[where] = others[0]
+    return out
+
+
+def _target(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
+    """The inputs with their first batched tensor (rank 2 or more, floats or ids) perturbed."""
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.dim() >= 2 and (p := _perturbed(a)) is not None:
+            return [*args[:i], p, *args[i + 1:]], kwargs
+    for k, a in kwargs.items():
+        if isinstance(a, torch.Tensor) and a.dim() >= 2 and (p := _perturbed(a)) is not None:
+            return args, {**kwargs, k: p}
+    return None
+
+
+def _outputs(model: nn.Module, args: list[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    with torch.no_grad(), seeded(0):
+        out = model(*args, **kwargs)
+    return [t for t in pytree.tree_leaves(declared(out)) if isinstance(t, torch.Tensor) and t.dim() >= 1]
+
+
+def _moved(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Which positions changed: any element along the features (axis 1 of a feature map, the
+    last axis of a sequence's values; none for a rank-2 output), NaN in both counting as equal."""
+    diff = a != b
+    if a.is_floating_point():
+        diff &= ~(a.isnan() & b.isnan())
+    if diff.dim() >= 4:
+        return diff.any(1)
+    if diff.dim() == 3:
+        return diff.any(-1)
+    return diff
+
+
+def new_dependencies(original: nn.Module, rewritten: nn.Module, example_inputs: Any) -> list[str]:
+    """Output positions of ``rewritten`` that move when one input element changes while the
+    original's stay bit for bit: each a dependence the rewrite added (``[]`` when there is none,
+    or nothing to perturb). Both models run in eval mode and are left in their modes."""
+    args, kwargs = normalise_inputs(example_inputs)
+    changed = _target(list(args), dict(kwargs))
+    if changed is None:
+        return []
+    modes = [(m, m.training) for model in (original, rewritten) for m in model.modules()]
+    try:
+        original.eval()
+        rewritten.eval()
+        with deterministic():
+            before = [_outputs(m, list(args), dict(kwargs)) for m in (original, rewritten)]
+            after = [_outputs(m, *changed) for m in (original, rewritten)]
+    finally:
+        for m, t in modes:
+            m.training = t
+    found = []
+    for i, (o0, o1, r0, r1) in enumerate(zip(before[0], after[0], before[1], after[1])):
+        if o0.shape != r0.shape or o0.dtype != r0.dtype:
+            continue
+        new = _moved(r0, r1) & ~_moved(o0, o1)
+        if bool(new.any()):
+            first = [int(v) for v in new.nonzero()[0]]
+            found.append(f"output {i}: {int(new.sum())} of {new.numel()} positions (first {first}) move when "
+                         "the input's last element of the first example changes; the original's do not")
+    return found
