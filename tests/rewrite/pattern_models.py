@@ -1339,3 +1339,24 @@ def conv_residual(dense: bool = False):  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     x = torch.randn(2, 3, 16, 16)
     return ConvResidual(dense), (x, torch.tensor([0, 3]))
+
+
+class UpsampleSkip(ConvResidual):
+    """A super-resolution net: its output is a pixel-shuffled head over the stream plus the
+    input upsampled (``up(h) + interpolate(x)``), a term in the image's own unit."""
+
+    def __init__(self) -> None:
+        super().__init__(dense=True)
+        self.head = nn.Sequential(nn.Conv2d(8, 3 * 4, 3, padding=1), nn.PixelShuffle(2))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = h + block(h)
+        return self.head(h) + torch.nn.functional.interpolate(x, scale_factor=2.0, mode="bilinear")  # type: ignore[no-any-return]
+
+
+def upsample_skip():  # type: ignore[no-untyped-def]
+    model, inputs = conv_residual(dense=True)
+    torch.manual_seed(0)
+    return UpsampleSkip(), inputs

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from unitcheck import oracle
 from unitcheck.canonical import canonical, orthogonal, residual_update
 from unitcheck.infer import trace_for_inference
 from unitcheck.rewrite import layout
@@ -14,7 +15,7 @@ from unitcheck.rewrite.api import rewrite
 from unitcheck.rewrite.equal import differences
 from unitcheck.rewrite.mixing import new_dependencies
 
-from .pattern_models import conv_mixer_lm, conv_residual, learned_positions_lm
+from .pattern_models import conv_mixer_lm, conv_residual, learned_positions_lm, upsample_skip
 
 
 def _axes(model: nn.Module, *inputs: torch.Tensor) -> dict[str, int | None]:
@@ -130,3 +131,17 @@ def test_the_rewrite_refuses_to_call_a_model_that_mixes_positions_complete(monke
     wrong = rewrite(model, inputs)
     assert not wrong.complete
     assert any("mixes positions" in u["reason"] for u in wrong.gct.unhandled), wrong.gct.unhandled
+
+
+def test_a_head_added_to_the_upsampled_input_takes_the_input_unit() -> None:
+    """``head(C(h)) + interpolate(x)``: the head's weight maps canonical coordinates to the
+    image's unit, the one unit that makes the sum consistent; the rewrite declares it (it had
+    left UC101 "p:head.0.weight and in:x"), the oracle agrees, and no pixel reads another the
+    original's does not."""
+    model, inputs = upsample_skip()
+    res = rewrite(model, inputs)
+    assert res.complete, (res.gct.unhandled, res.violations_left)
+    assert "[parameter_gains] add@<root> -> head.0.weight declared with the unit in:x" in res.gct.log
+    verdict = oracle.verify(res.module, inputs)
+    assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
+    assert new_dependencies(model, res.module, inputs) == []

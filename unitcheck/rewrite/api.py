@@ -14,6 +14,7 @@ from torch import nn
 
 from ..declarations import resolve_declarations
 from ..tracer import uncompiled
+from ..units import Unit
 from .codegen import generate, render_source, structured_inputs
 from .gct import GCTResult, RewriteError, gct_graph
 from .variants import capture
@@ -121,9 +122,10 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
                 res.new_params[new.name] = new
                 units[new.name] = new.unit
             gains = parameter_gains(module, ug.violations, set(units))
-            for name, where in gains.items():
-                res.declared[name] = units[name] = "1"
-                res.log.append(f"[parameter_gains] {where} -> {name} declared dimensionless")
+            for name, (where, unit) in gains.items():
+                res.declared[name] = units[name] = unit
+                said = "dimensionless" if unit == "1" else f"with the unit {unit}"
+                res.log.append(f"[parameter_gains] {where} -> {name} declared {said}")
             res.log.extend(swapped.log)
             if not gains and not swapped.log:
                 break
@@ -142,25 +144,36 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
                          left, caps.kept)
 
 
-def parameter_gains(module: nn.Module, violations: list[Any], declared: set[str]) -> dict[str, str]:
-    """Parameters that scale one term of a sum whose other term the rewrite made dimensionless
-    (Mamba's skip term ``y + x * D``): UC101 with one side ``1`` and the other a product of
-    parameters alone, each undeclared, among the ``violations`` a lint of ``module`` found. Only
-    a dimensionless gain makes that sum consistent, so the rewrite declares it; anything else is
-    left for the lint to report."""
+def parameter_gains(module: nn.Module, violations: list[Any], declared: set[str]) -> dict[str, tuple[str, str]]:
+    """Parameters that scale one term of a sum to the other's unit, among the UC101s a lint of
+    ``module`` found, each undeclared: ``{name: (where, unit)}``.
+
+    Where the rewrite made one term dimensionless and the other is a product of parameters alone
+    (Mamba's skip term ``y + x * D``), each of them is a dimensionless gain. Where one term holds
+    exactly one parameter (to the first power) and the other none (a super-resolution net's
+    ``up(C(h)) + upsample(x)``, its head mapping canonical coordinates to the image's unit), the
+    parameter takes the unit that makes the two agree (``in:x``). Only those units make the sum
+    consistent, so the rewrite declares them (the oracle then checks them); anything else is left
+    for the lint to report."""
     params = {name for name, _ in module.named_parameters()}
-    out: dict[str, str] = {}
+    free = {f"p:{n}" for n in params if n not in declared}
+    out: dict[str, tuple[str, str]] = {}
     for v in violations:
         if v.rule != "UC101" or len(v.units) != 2:
             continue
+        where = f"{v.op.split('.')[1] if v.op.count('.') >= 2 else v.op}@{v.module or '<root>'}"
         a, b = v.units.values()
         other = b if a.is_dimensionless else a if b.is_dimensionless else None
-        if other is None or other.is_dimensionless:
+        if other is not None and not other.is_dimensionless and all(g in free for g in other.generators()):
+            for g in other.generators():
+                out.setdefault(g[2:], (where, "1"))
             continue
-        names = [g[2:] for g in other.generators()]
-        if all(g.startswith("p:") for g in other.generators()) and all(n in params and n not in declared for n in names):
-            for n in names:
-                out.setdefault(n, f"{v.op.split('.')[1] if v.op.count('.') >= 2 else v.op}@{v.module or '<root>'}")
+        for term, target in ((a, b), (b, a)):
+            own = [g for g in term.generators() if g in free]
+            if len(own) == 1 and term.exponent(own[0]) == 1 and not any(
+                    g in free or g.startswith("v:") for g in (*target.generators(), *(term / Unit.generator(own[0])).generators())):
+                out.setdefault(own[0][2:], (where, str(target / (term / Unit.generator(own[0])))))
+                break
     return out
 
 
