@@ -44,6 +44,14 @@ def violation_summary(violations: list[Any]) -> list[dict[str, Any]]:
 needs_hf = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
 
 
+@pytest.fixture(autouse=True)
+def _one_seed() -> None:
+    """Every test starts from the same seed: tests that draw their inputs unseeded (``torch.randn``
+    in a model's example) draw the same values whatever ran before them in their worker, so a
+    failure on one run is a failure on every run."""
+    torch.manual_seed(0)
+
+
 @pytest.fixture(scope="session")
 def rewrite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A rewrite directory of a one-layer GPT, written once per session (copy it to damage it)."""
