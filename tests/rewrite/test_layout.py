@@ -145,3 +145,17 @@ def test_a_head_added_to_the_upsampled_input_takes_the_input_unit() -> None:
     verdict = oracle.verify(res.module, inputs)
     assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
     assert new_dependencies(model, res.module, inputs) == []
+
+
+def test_float_noise_is_not_a_dependence() -> None:
+    """A row that moves by rounding (hf:dbrx: 1e-6 of a largest logit of 3, its experts summing
+    tokens in an order the batch's routing sets) has not moved; one that moves by a percent, or
+    turns NaN in one run only, has."""
+    from unitcheck.rewrite.mixing import _moved
+
+    a = torch.full((1, 4, 8), 3.0)
+    b = a.clone()
+    b[0, 1, 2] += 1e-6
+    b[0, 2, 5] += 0.03
+    b[0, 3, 0] = float("nan")
+    assert _moved(a, b).tolist() == [[False, False, True, True]]
