@@ -1360,3 +1360,54 @@ def upsample_skip():  # type: ignore[no-untyped-def]
     model, inputs = conv_residual(dense=True)
     torch.manual_seed(0)
     return UpsampleSkip(), inputs
+
+
+class TimeBlock(nn.Module):
+    """A diffusion UNet's residual block: the time embedding, through each block's own SiLU and
+    projection, is added to the feature map broadcast over its pixels."""
+
+    def __init__(self, cin: int, cout: int, tdim: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.BatchNorm2d(cin), nn.BatchNorm2d(cout)  # per pixel: outputs stay local
+        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.temb = nn.Linear(tdim, cout)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        h = self.conv1(torch.nn.functional.silu(self.norm1(x)))
+        h = h + self.temb(torch.nn.functional.silu(t))[:, :, None, None]
+        return self.skip(x) + self.conv2(torch.nn.functional.silu(self.norm2(h)))  # type: ignore[no-any-return]
+
+
+class TinyUNet(nn.Module):
+    """Down, a stride-2 convolution, up by interpolation, the skip concatenated on the channels;
+    with ``noise`` given, the denoising loss ``mse_loss(eps_pred, noise)``."""
+
+    def __init__(self, c: int = 8, tdim: int = 16) -> None:
+        super().__init__()
+        self.tdim = tdim
+        self.tmlp = nn.Sequential(nn.Linear(tdim, tdim), nn.SiLU(), nn.Linear(tdim, tdim))
+        self.inc = nn.Conv2d(3, c, 3, padding=1)
+        self.down = TimeBlock(c, c, tdim)
+        self.ds = nn.Conv2d(c, c, 3, stride=2, padding=1)
+        self.mid = TimeBlock(c, 2 * c, tdim)
+        self.up = TimeBlock(3 * c, c, tdim)
+        self.outc = nn.Conv2d(c, 3, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        half = self.tdim // 2
+        freqs = torch.exp(-9.2 * torch.arange(half, dtype=x.dtype, device=x.device) / half)
+        angles = t[:, None].to(x.dtype) * freqs[None]
+        temb = self.tmlp(torch.cat([angles.cos(), angles.sin()], dim=-1))
+        h1 = self.down(self.inc(x), temb)
+        h2 = self.mid(self.ds(h1), temb)
+        u = torch.nn.functional.interpolate(h2, scale_factor=2.0, mode="nearest")
+        out = self.outc(self.up(torch.cat([u, h1], dim=1), temb))
+        return out if noise is None else torch.nn.functional.mse_loss(out, noise)
+
+
+def tiny_unet(loss: bool = False):  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    x, t = torch.randn(2, 3, 16, 16), torch.tensor([10, 500])
+    return TinyUNet(), (x, t, torch.randn(2, 3, 16, 16)) if loss else (x, t)

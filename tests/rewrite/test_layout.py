@@ -15,7 +15,13 @@ from unitcheck.rewrite.api import rewrite
 from unitcheck.rewrite.equal import differences
 from unitcheck.rewrite.mixing import new_dependencies
 
-from .pattern_models import conv_mixer_lm, conv_residual, learned_positions_lm, upsample_skip
+from .pattern_models import (
+    conv_mixer_lm,
+    conv_residual,
+    learned_positions_lm,
+    tiny_unet,
+    upsample_skip,
+)
 
 
 def _axes(model: nn.Module, *inputs: torch.Tensor) -> dict[str, int | None]:
@@ -159,3 +165,33 @@ def test_float_noise_is_not_a_dependence() -> None:
     b[0, 2, 5] += 0.03
     b[0, 3, 0] = float("nan")
     assert _moved(a, b).tolist() == [[False, False, True, True]]
+
+
+def test_a_diffusion_unet_rewrites_complete_local_and_verified() -> None:
+    """A UNet's patterns: each block's SiLU of the shared time embedding (the activation rule
+    canonicalised it for the first block only: UC202 left in the others), the embedding's
+    projection added to the feature map broadcast over its pixels (UC101 left: a sum with a
+    broadcast term was taken for a bias), and the skip concatenated on the channels (each part C
+    over its channels; over its width it would mix the pixels of a row, which the measurement
+    sees: batch norm keeps the original local)."""
+    model, inputs = tiny_unet()
+    res = rewrite(model, inputs)
+    assert res.complete, (res.gct.unhandled, res.violations_left)
+    log = "\n".join(res.gct.log)
+    assert "the C(a) above" in log and "[mixed_parts] add@down" in log and "[mixed_parts] cat@<root>" in log, log
+    verdict = oracle.verify(res.module, inputs)
+    assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
+    assert new_dependencies(model, res.module, inputs) == []
+
+
+def test_a_denoising_loss_is_measured_in_its_target_unit() -> None:
+    """``mse_loss(eps_pred, noise)`` on canonical coordinates has the unit in:noise^2 (UC302 was
+    left): the loss is divided by a constant 1 declared in that unit, which changes no value."""
+    model, inputs = tiny_unet(loss=True)
+    res = rewrite(model, inputs)
+    assert res.complete, (res.gct.unhandled, res.violations_left)
+    assert res.units["mse_loss_scale"] == "in:noise^2"
+    assert float(res.module.get_buffer("mse_loss_scale")) == 1.0
+    assert not any(p.requires_grad for n, p in res.module.named_parameters() if "scale" in n)
+    verdict = oracle.verify(res.module, inputs)
+    assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0

@@ -50,6 +50,7 @@ from ..unitgraph import UnitGraph
 from ..units import Unit
 from .joins import mixed_parts
 from .layout import annotate, feature_axis, over_features
+from .losses import regression_losses
 from .patterns import (
     RewriteContext,
     Rule,
@@ -806,6 +807,7 @@ def activations(ctx: RewriteContext) -> None:
     Parameter terms combined with ``a`` stay (``sigmoid(C(g) * s^2)``, ``softplus(C(dt) +
     dt_bias)``): the lint then binds each to the unit that keeps the argument dimensionless."""
     done: set[fx.Node] = set()
+    canon: dict[fx.Node, tuple[fx.Node, fx.Node]] = {}  # a pre-activation -> (what C reads, C(a))
     memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
         code = record(n).violation
@@ -827,6 +829,10 @@ def activations(ctx: RewriteContext) -> None:
             if code == "UC202":
                 ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
             continue
+        if a in canon:  # read by activations in several modules (a UNet's time embedding, each block's SiLU)
+            _read_canonical(*canon[a], n)
+            ctx.note("activations", f"{base_name(n)}({describe(a)})@{mod}", f"{base_name(n)}(C(a)), the C(a) above")
+            continue
         if a in done or _on_stream(ctx, a) or base_name(a) == "canonical":
             # already dimensionless; parameter terms this op adds are declared (Doge's
             # ``exp(A * softplus(C(dt)))`` after the softplus was rewritten)
@@ -839,16 +845,24 @@ def activations(ctx: RewriteContext) -> None:
                 done.add(routed)
                 _dimensionless_router(ctx, routed)
             continue
-        a = _under_masking_fill(a)
-        ca = ctx.call(canonical, (a,), after=a, like=n)
-        users = [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]
-        for u in users:
-            u.replace_input_with(a, ca)
+        read = _under_masking_fill(a)
+        ca = ctx.call(canonical, (read,), after=read, like=n)
+        canon[a] = (read, ca)
+        _read_canonical(read, ca, n)
+        a = read
         params = _parameters_of(ctx, terms)
         for name in params:
             ctx.declare(name)
         kept = f" (parameter terms kept, declared dimensionless: {', '.join(params)})" if params else ""
         ctx.note("activations", f"{base_name(n)}({describe(a)})", f"{base_name(n)}(C(a)){kept}")
+
+
+def _read_canonical(a: fx.Node, ca: fx.Node, n: fx.Node) -> None:
+    """The activation ``n`` and what else its module computes from ``a`` read ``C(a)``; other
+    modules' reads of ``a`` stay."""
+    mod = module_path(n)
+    for u in [u for u in a.users if u is not ca and (module_path(u) == mod or u is n)]:
+        u.replace_input_with(a, ca)
 
 
 def _under_masking_fill(a: fx.Node) -> fx.Node:
@@ -1102,7 +1116,7 @@ def _dimensionless_router(ctx: RewriteContext, src: fx.Node) -> None:
 
 
 RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, attention_bias, explicit_attention,
-                    activations, logits, router_logits]
+                    activations, logits, router_logits, regression_losses]
 
 
 # -- driver -----------------------------------------------------------------------------------

@@ -27,8 +27,13 @@ as it is written. A chain of slice writes into a value that is not a fresh tenso
 parts'), which reports it if the parts still differ once the other rules ran: a delta rule's
 forward substitution in place (Kimi-Linear) writes rows whose units differ only through a
 decay whose argument has a unit, and the activations rule makes that argument dimensionless.
-A sum of a value and a broadcast or dimensionless term (a bias, a mask) is left to the other
-rules and the lint after, and so is a bias added to attention scores on their way to a softmax
+A feature map plus a conditioning term computed from the inputs and broadcast over its positions
+(a diffusion UNet's time embedding, FiLM's shift) is a sum of two parts too:
+
+    add(h, temb(t)[:, :, None, None])    ->  add(C(h), C(temb(t)[:, :, None, None]))
+
+(each over its channels). A sum of a value and a broadcast term of parameters alone (a bias) or a
+dimensionless one (a mask) is left to the other rules and the lint after, and so is a bias added to attention scores on their way to a softmax
 (the attention rules' part).
 """
 
@@ -41,6 +46,7 @@ from ..canonical import canonical
 from ..fxutil import MOVEMENT_OPS, base_name
 from ..record import record
 from ..units import Unit
+from .layout import over_features
 from .patterns import (
     RewriteContext,
     attention_scores,
@@ -83,6 +89,21 @@ def _same_shape_terms(node: fx.Node) -> bool:
     if len(node.args) < 2 or not all(_weighted_term(node, k) for k in (0, 1)):
         return False
     return _weights(record(node.args[0]).unit) != _weights(record(node.args[1]).unit)  # type: ignore[arg-type]
+
+
+def _conditioning(ctx: RewriteContext, node: fx.Node, memo: dict[fx.Node, bool]) -> bool:
+    """A feature map plus a conditioning term broadcast over its positions (a UNet block's
+    ``h + temb(t)[:, :, None, None]``, FiLM's shift): both computed from the inputs through
+    different weights. A bias (parameters alone) is not one."""
+    out = node.meta.get("val")
+    if len(node.args) < 2 or node.kwargs.get("alpha") not in (None, 1) or not isinstance(out, torch.Tensor):
+        return False
+    vals = [t.meta.get("val") if isinstance(t, fx.Node) else None for t in node.args[:2]]
+    if not all(isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() == out.dim() for v in vals):
+        return False
+    units = [_weights(record(t).unit) for t in node.args[:2]]  # type: ignore[arg-type]
+    return all(units) and units[0] != units[1] and any(v is not None and v.shape == out.shape for v in vals) \
+        and all(holds_input(ctx, t, memo) for t in node.args[:2])  # type: ignore[arg-type]
 
 
 def _weighted_term(node: fx.Node, k: int) -> bool:
@@ -151,8 +172,9 @@ def _logit_heads(join: fx.Node) -> bool:
 
 
 def _canonical_before(ctx: RewriteContext, part: fx.Node, user: fx.Node) -> fx.Node:
+    """C(part) over its feature axis (a feature map's channels: a UNet's skip concatenation)."""
     with ctx.graph.inserting_before(user):
-        c = ctx.graph.call_function(canonical, (part,))
+        c = ctx.graph.call_function(canonical, (part,), dict(over_features(part)))
     for key in ("nn_module_stack", "stack_trace"):
         if key in user.meta:
             c.meta[key] = user.meta[key]
@@ -174,7 +196,7 @@ def mixed_parts(ctx: RewriteContext) -> None:
                            for i, a in enumerate(n.args))
             count = 2
         elif name in _SUMS:
-            if not _same_shape_terms(n) or _biased_scores(ctx, n, memo):
+            if not (_same_shape_terms(n) or _conditioning(ctx, n, memo)) or _biased_scores(ctx, n, memo):
                 continue  # a mask or bias added to scores: the attention rules' part, or left to lint
             n.args = tuple(_canonical_before(ctx, t, n) for t in n.args[:2]) + tuple(n.args[2:])  # type: ignore[arg-type]
             count = 2

@@ -289,7 +289,7 @@ def feature_axis(node: Any) -> int | None:
     return node.meta[KEY]  # type: ignore[no-any-return]
 
 
-def over_features(node: Any) -> dict[str, int]:
+def over_features(node: Any) -> dict[str, Any]:
     """The ``dim`` keyword C and P_perp take for ``node``'s value: none where its features are
     last or nothing fixes them."""
     a, rank = feature_axis(node), _rank(node)

@@ -57,21 +57,23 @@ def _outputs(model: nn.Module, args: list[Any], kwargs: dict[str, Any]) -> list[
     return [t for t in pytree.tree_leaves(declared(out)) if isinstance(t, torch.Tensor) and t.dim() >= 1]
 
 
-# a position moves when it changes by more than this fraction of the output's largest value:
-# float noise is not a dependence (DBRX's experts sum their tokens in an order the batch's routing
-# sets, and another token's route moves a row of another example by 1e-6 of 3; C over time
-# moves every earlier position by a few percent)
+# a position of the rewritten model moves when it changes by more than this fraction of the
+# output's largest value: float noise is not a dependence (DBRX's experts sum their tokens in an
+# order the batch's routing sets, and another token's route moves a row of another example by
+# 1e-6 of 3; C over time moves every earlier position by a few percent). The original's
+# positions that change at all, however little (the edge of a receptive field), are its own
+# dependences.
 TOLERANCE = 1e-4
 
 
-def _moved(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def _moved(a: torch.Tensor, b: torch.Tensor, tolerance: float = TOLERANCE) -> torch.Tensor:
     """Which positions changed: any element along the features (axis 1 of a feature map, the
-    last axis of a sequence's values; none for a rank-2 output) by more than the tolerance,
-    NaN in both counting as equal."""
+    last axis of a sequence's values; none for a rank-2 output) by more than ``tolerance`` of
+    the largest value, NaN in both counting as equal."""
     if a.is_floating_point() or a.is_complex():
         finite = a[a.isfinite()]
         scale = float(finite.abs().max()) if finite.numel() else 0.0
-        diff = (a - b).abs() > TOLERANCE * scale
+        diff = (a - b).abs() > tolerance * scale
         diff |= a.isnan() != b.isnan()
     else:
         diff = a != b
@@ -104,7 +106,7 @@ def new_dependencies(original: nn.Module, rewritten: nn.Module, example_inputs: 
     for i, (o0, o1, r0, r1) in enumerate(zip(before[0], after[0], before[1], after[1])):
         if o0.shape != r0.shape or o0.dtype != r0.dtype:
             continue
-        new = _moved(r0, r1) & ~_moved(o0, o1)
+        new = _moved(r0, r1) & ~_moved(o0, o1, 0.0)
         if bool(new.any()):
             first = [int(v) for v in new.nonzero()[0]]
             found.append(f"output {i}: {int(new.sum())} of {new.numel()} positions (first {first}) move when "

@@ -62,6 +62,19 @@ class RewriteContext:
         canonicalised activation argument); the generated ``__units__`` declares it."""
         self.declared[name] = unit
 
+    def constant(self, name: str, value: torch.Tensor, unit: str, why: str) -> fx.Node:
+        """A new buffer carrying ``unit`` (not learned), referenced by a get_attr node."""
+        if name in self.new_params:
+            raise ValueError(f"buffer {name} created twice")
+        value = value.to(self.dtype)
+        self.new_params[name] = NewParam(name, value, unit, why)
+        set_attr(self.ug.traced.gm, name, value.clone())
+        first = next(n for n in self.graph.nodes if n.op != "placeholder")
+        with self.graph.inserting_before(first):
+            node = self.graph.create_node("get_attr", name)
+        node.meta["val"] = value
+        return node
+
     def param(self, name: str, value: torch.Tensor, why: str) -> fx.Node:
         """A new dimensionless learnable parameter, referenced by a get_attr node, in the dtype
         the model's parameters have (a float32 gain would promote a bfloat16 model's queries,
