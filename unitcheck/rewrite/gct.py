@@ -829,7 +829,8 @@ def activations(ctx: RewriteContext) -> None:
             if code == "UC202":
                 ctx.skip(mod, f"activation {base_name(n)} has no single pre-activation input")
             continue
-        if a in canon:  # read by activations in several modules (a UNet's time embedding, each block's SiLU)
+        if a in canon and canon[a][0] in n.all_input_nodes:
+            # read by activations in several modules (a UNet's time embedding, each block's SiLU)
             _read_canonical(*canon[a], n)
             ctx.note("activations", f"{base_name(n)}({describe(a)})@{mod}", f"{base_name(n)}(C(a)), the C(a) above")
             continue
