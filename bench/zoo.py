@@ -3,8 +3,9 @@
 Each type goes through the stages ``build`` (``hf:<type>`` on the meta device), ``trace``,
 ``lint`` (unit inference and violations), ``verify`` (the oracle and the radial fingerprint on a
 CPU build), ``identity`` (the null rewrite, compared bit for bit with the model in eval and training
-mode) and, for causal language models, ``rewrite`` (GCT; ok only when the result lints clean and
-the directory it writes passes ``unitcheck units DIR --verify``).
+mode) and, for causal language models, ``rewrite`` (GCT; ok only when the result lints clean, adds
+no dependence between positions, and the directory it writes passes ``unitcheck units DIR
+--verify``).
 Every stage records a status (ok / fail = a one-line user-facing error / error = an internal
 exception / timeout / skipped), its seconds and a one-line reason. Results go to a resumable JSON
 store (one entry per type; a rerun redoes only missing, failed or stale entries, stale meaning run
@@ -231,7 +232,8 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
         return _noted(out, "compared", note)
 
     def rewrite() -> dict[str, Any]:
-        """GCT, as `unitcheck rewrite` judges it: ok only with zero violations left."""
+        """GCT, as `unitcheck rewrite` judges it: ok only with zero violations and nothing
+        unhandled left (an added dependence between positions is unhandled)."""
         from unitcheck.rewrite.api import rewrite as gct
 
         model, inputs = cpu_model()
@@ -629,6 +631,8 @@ _WHY = (
     ("comparing would take more memory than the budget at the example's size", "would hold about"),
     ("regenerated, but not equal bit for bit", " differences, first "),
     ("the stage ran past its time limit", "over the "),
+    ("the rewritten model's outputs depend on inputs the original's do not (C over an axis other than "
+     "the features)", "mixes positions"),
     ("the rewrite leaves violations or refuses a pattern", ""),
 )
 
@@ -690,7 +694,7 @@ def render(store: dict[str, Any]) -> str:
         f"| fingerprint matches | {s['fingerprint_all_match']}/{s['fingerprint_models']} models with a loss; {s['generators_matched']}/{s['generators']} generators |",
         f"| null rewrites (`--to identity`) | {s['identities_equal']}/{s['identities']} equal bit for bit (eval and train: outputs, gradients, buffers); "
         f"{s['identities_kept']} of them call submodules kept whole (a forward that branches on its data) |",
-        f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete (zero violations left, and `units DIR --verify` exits 0 on the written directory) |",
+        f"| GCT rewrites (causal LMs) | {s['rewrites_ok']}/{s['rewrites']} complete (zero violations left, no dependence between positions added, and `units DIR --verify` exits 0 on the written directory) |",
         f"| internal errors | {s['internal_errors']}{(': ' + ', '.join(s['internal_error_list'][:20])) if s['internal_errors'] else ''} |",
         f"| timeouts | {s['timeouts']} |",
         f"| wall time | last run {run.get('wall_seconds', 0):.0f} s with {run.get('jobs', '?')} job(s), "
