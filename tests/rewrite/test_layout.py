@@ -195,3 +195,35 @@ def test_a_denoising_loss_is_measured_in_its_target_unit() -> None:
     assert not any(p.requires_grad for n, p in res.module.named_parameters() if "scale" in n)
     verdict = oracle.verify(res.module, inputs)
     assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
+
+
+class _TemporalConvLM(nn.Module):
+    """A temporal conv net that returns its loss alone: its stream (B, C, T) has its channels
+    at axis 1, and C over the last axis is C over time."""
+
+    def __init__(self, vocab: int = 32, d: int = 16) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.convs = nn.ModuleList([nn.Conv1d(d, d, 3, padding=2) for _ in range(2)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x = self.emb(idx).transpose(1, 2)
+        for conv in self.convs:
+            x = x + torch.nn.functional.relu(conv(x)[..., : x.size(-1)])
+        logits = self.head(x.transpose(1, 2))
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def test_a_model_that_returns_its_loss_alone_is_measured_at_the_loss_input(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The positions of a model that returns a scalar loss are the rows its loss compares (what
+    its log-softmax reads): with C over time the rewrite leaks later tokens into earlier rows
+    and is incomplete; over the channels it is causal and complete."""
+    idx = torch.randint(0, 32, (2, 12))
+    model = _TemporalConvLM()
+    res = rewrite(model, (idx, idx.roll(-1, 1)))
+    assert res.complete, res.gct.unhandled
+    assert new_dependencies(model, res.module, (idx, idx.roll(-1, 1))) == []
+    monkeypatch.setattr("unitcheck.rewrite.layout.feature_axis", lambda node: None)
+    wrong = rewrite(model, (idx, idx.roll(-1, 1)))
+    assert any("the input of loss 0" in u["reason"] for u in wrong.gct.unhandled), wrong.gct.unhandled

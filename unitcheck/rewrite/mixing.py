@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
@@ -51,10 +52,34 @@ def _target(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[st
     return None
 
 
-def _outputs(model: nn.Module, args: list[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
-    with torch.no_grad(), seeded(0):
+# the ops whose first argument is what a loss compares (logits before their log-softmax, a
+# regression's prediction): positions of a model that returns its loss alone
+_LOSS_INPUTS = frozenset({"_log_softmax", "log_softmax", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                          "binary_cross_entropy_with_logits"})
+
+
+class _LossInputs(TorchDispatchMode):
+    """Records what each loss reads, as the kernels see it (the model's ``F.cross_entropy`` and
+    generated code's ``aten.cross_entropy_loss`` both reach ``_log_softmax``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.overloadpacket.__name__ in _LOSS_INPUTS and args and isinstance(args[0], torch.Tensor) \
+                and args[0].dim() >= 1:
+            self.seen.append(args[0].detach().clone())
+        return func(*args, **(kwargs or {}))
+
+
+def _outputs(model: nn.Module, args: list[Any], kwargs: dict[str, Any]) -> dict[str, list[torch.Tensor]]:
+    """The outputs with positions, and what each loss compared (a model that returns its loss
+    alone has positions there)."""
+    with torch.no_grad(), seeded(0), _LossInputs() as losses:
         out = model(*args, **kwargs)
-    return [t for t in pytree.tree_leaves(declared(out)) if isinstance(t, torch.Tensor) and t.dim() >= 1]
+    outs = [t for t in pytree.tree_leaves(declared(out)) if isinstance(t, torch.Tensor) and t.dim() >= 1]
+    return {"output": outs, "the input of loss": losses.seen}
 
 
 # a position of the rewritten model moves when it changes by more than this fraction of the
@@ -103,12 +128,13 @@ def new_dependencies(original: nn.Module, rewritten: nn.Module, example_inputs: 
         for m, t in modes:
             m.training = t
     found = []
-    for i, (o0, o1, r0, r1) in enumerate(zip(before[0], after[0], before[1], after[1])):
-        if o0.shape != r0.shape or o0.dtype != r0.dtype:
-            continue
-        new = _moved(r0, r1) & ~_moved(o0, o1, 0.0)
-        if bool(new.any()):
-            first = [int(v) for v in new.nonzero()[0]]
-            found.append(f"output {i}: {int(new.sum())} of {new.numel()} positions (first {first}) move when "
-                         "the input's last element of the first example changes; the original's do not")
+    for kind in before[0]:
+        for i, (o0, o1, r0, r1) in enumerate(zip(before[0][kind], after[0][kind], before[1][kind], after[1][kind])):
+            if o0.shape != r0.shape or o0.dtype != r0.dtype or o0.shape != o1.shape or r0.shape != r1.shape:
+                continue
+            new = _moved(r0, r1) & ~_moved(o0, o1, 0.0)
+            if bool(new.any()):
+                first = [int(v) for v in new.nonzero()[0]]
+                found.append(f"{kind} {i}: {int(new.sum())} of {new.numel()} positions (first {first}) move when "
+                             "the input's last element of the first example changes; the original's do not")
     return found
