@@ -1411,3 +1411,63 @@ def tiny_unet(loss: bool = False):  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     x, t = torch.randn(2, 3, 16, 16), torch.tensor([10, 500])
     return TinyUNet(), (x, t, torch.randn(2, 3, 16, 16)) if loss else (x, t)
+
+
+class AdaLNBlock(nn.Module):
+    """DiT's block: adaLN-Zero modulation from the conditioning vector (shift, scale and gate for
+    each branch from one ``Linear(SiLU(c))``), gates on the residual branches."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+
+    def attn(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.proj(torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d))  # type: ignore[no-any-return]
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        shift1, scale1, gate1, shift2, scale2, gate2 = self.adaLN_modulation(c).unsqueeze(1).chunk(6, dim=2)
+        x = x + gate1 * self.attn(self.norm1(x) * (1 + scale1) + shift1)
+        return x + gate2 * self.mlp(self.norm2(x) * (1 + scale2) + shift2)  # type: ignore[no-any-return]
+
+
+class TinyDiT(nn.Module):
+    """A diffusion transformer: patches of the noisy image, a timestep and a class embedding
+    summed into the conditioning vector every block (and the final layer) reads through its own
+    SiLU, the patches unpatchified, and the denoising loss against the noise."""
+
+    def __init__(self, d: int = 16, p: int = 4, classes: int = 10, depth: int = 2) -> None:
+        super().__init__()
+        self.p = p
+        self.x_embedder = nn.Conv2d(3, d, p, stride=p)
+        self.t_embedder = nn.Sequential(nn.Linear(16, d), nn.SiLU(), nn.Linear(d, d))
+        self.y_embedder = nn.Embedding(classes, d)
+        self.blocks = nn.ModuleList([AdaLNBlock(d, 2) for _ in range(depth)])
+        self.final_norm = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.final_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
+        self.final_linear = nn.Linear(d, p * p * 3)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        b, _, height, width = x.shape
+        angles = t[:, None].to(x.dtype) * torch.exp(-9.2 * torch.arange(8, dtype=x.dtype) / 8)[None]
+        c = self.t_embedder(torch.cat([angles.cos(), angles.sin()], dim=-1)) + self.y_embedder(y)
+        h = self.x_embedder(x).flatten(2).transpose(1, 2)
+        for block in self.blocks:
+            h = block(h, c)
+        shift, scale = self.final_modulation(c).unsqueeze(1).chunk(2, dim=2)
+        out = self.final_linear(self.final_norm(h) * (1 + scale) + shift)
+        g, p = height // self.p, self.p
+        out = torch.einsum("nhwpqc->nchpwq", out.reshape(b, g, g, p, p, 3)).reshape(b, 3, height, width)
+        return torch.nn.functional.mse_loss(out, noise)
+
+
+def tiny_dit():  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    return TinyDiT(), (x, torch.tensor([10, 500]), torch.tensor([1, 7]), torch.randn(2, 3, 8, 8))

@@ -19,6 +19,7 @@ from .pattern_models import (
     conv_mixer_lm,
     conv_residual,
     learned_positions_lm,
+    tiny_dit,
     tiny_unet,
     upsample_skip,
 )
@@ -227,3 +228,17 @@ def test_a_model_that_returns_its_loss_alone_is_measured_at_the_loss_input(monke
     monkeypatch.setattr("unitcheck.rewrite.layout.feature_axis", lambda node: None)
     wrong = rewrite(model, (idx, idx.roll(-1, 1)))
     assert any("the input of loss 0" in u["reason"] for u in wrong.gct.unhandled), wrong.gct.unhandled
+
+
+def test_a_diffusion_transformer_rewrites_complete_and_verified() -> None:
+    """DiT: every block reads the conditioning vector through its own SiLU (one C(c) for all),
+    adaLN's ``1 + scale`` literal, gated residual branches, an einsum unpatchify that carries
+    the channel axis, and the denoising loss in the noise's unit (it stopped at UC302)."""
+    model, inputs = tiny_dit()
+    res = rewrite(model, inputs)
+    assert res.complete, (res.gct.unhandled, res.violations_left)
+    assert sum("the C(a) above" in line for line in res.gct.log) == 2, res.gct.log
+    assert res.units["mse_loss_scale"] == "in:noise^2"
+    verdict = oracle.verify(res.module, inputs)
+    assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
+    assert verdict.global_checked == verdict.global_agreed > 0
