@@ -242,3 +242,20 @@ def test_a_diffusion_transformer_rewrites_complete_and_verified() -> None:
     verdict = oracle.verify(res.module, inputs)
     assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
     assert verdict.global_checked == verdict.global_agreed > 0
+
+
+class _RefusesLargeInputs(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if float(x.abs().max()) > 5:
+            raise ValueError("inputs are expected in [-5, 5]")
+        return x * 2
+
+
+def test_an_input_the_models_refuse_is_unmeasured_not_an_error() -> None:
+    """The changed input is the models' to refuse: the measurement says it could not run (the
+    rewrite then notes it), rather than failing the rewrite with the model's own error."""
+    from unitcheck.rewrite.mixing import Unmeasured
+
+    model = _RefusesLargeInputs()
+    with pytest.raises(Unmeasured, match="refuse the changed input: ValueError: inputs are expected"):
+        new_dependencies(model, model, (torch.full((2, 3, 4), 3.0),))

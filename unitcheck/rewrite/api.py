@@ -134,14 +134,18 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
             ug = infer_units(module, example_inputs)
         left = ug.violations
     module.load_state_dict(gen.root.state_dict())
+    notes: list[str] = []
     if to == "gct":
-        from .mixing import new_dependencies
+        from .mixing import Unmeasured, new_dependencies
 
-        for found in new_dependencies(model, module, example_inputs):
-            res.unhandled.append({"module": "<root>", "reason": f"the rewrite mixes positions: {found} "
-                                  "(C or P_perp over an axis other than the features)"})
-    return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to, [*caps.notes, *gen.notes],
-                         left, caps.kept)
+        try:
+            for found in new_dependencies(model, module, example_inputs):
+                res.unhandled.append({"module": "<root>", "reason": f"the rewrite mixes positions: {found} "
+                                      "(C or P_perp over an axis other than the features)"})
+        except Unmeasured as err:
+            notes.append(f"positions not compared: {err}")
+    return RewriteResult(module, source, res, nv, units, time.perf_counter() - t0, to,
+                         [*caps.notes, *gen.notes, *notes], left, caps.kept)
 
 
 def parameter_gains(module: nn.Module, violations: list[Any], declared: set[str]) -> dict[str, tuple[str, str]]:

@@ -18,12 +18,17 @@ from torch import nn
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..errors import one_line
 from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
 from .equal import deterministic
 from .outputs import declared
 
-__all__ = ["new_dependencies"]
+__all__ = ["Unmeasured", "new_dependencies"]
+
+
+class Unmeasured(Exception):
+    """The measurement could not run (the models refuse the changed input)."""
 
 
 def _perturbed(x: torch.Tensor) -> torch.Tensor | None:
@@ -123,7 +128,10 @@ def new_dependencies(original: nn.Module, rewritten: nn.Module, example_inputs: 
         rewritten.eval()
         with deterministic():
             before = [_outputs(m, list(args), dict(kwargs)) for m in (original, rewritten)]
-            after = [_outputs(m, *changed) for m in (original, rewritten)]
+            try:
+                after = [_outputs(m, *changed) for m in (original, rewritten)]
+            except Exception as err:  # noqa: BLE001 (an input the model refuses changed: nothing measured)
+                raise Unmeasured(f"the models refuse the changed input: {one_line(err)}") from None
     finally:
         for m, t in modes:
             m.training = t
