@@ -29,7 +29,7 @@ def _axes(model: nn.Module, *inputs: torch.Tensor) -> dict[str, int | None]:
     """Each call_function node's feature axis, by node name."""
     graph = trace_for_inference(model, inputs, dynamic=True).graph
     layout.annotate(graph)
-    return {n.name: n.meta[layout.KEY] for n in graph.nodes if n.op == "call_function"}
+    return {n.name: layout.feature_axis(n) for n in graph.nodes if n.op == "call_function"}
 
 
 class _Moves(nn.Module):
@@ -50,6 +50,30 @@ class _Moves(nn.Module):
         left = torch.matmul(self.w, c)                    # (B, 6, T): 1, the weight's rows
         pooled = left.mean(-1)                            # (B, 6): 1
         return pooled.unsqueeze(1) + c.amax(1, keepdim=True).transpose(1, 2)[..., :1]
+
+
+class _GateSplit(nn.Module):
+    """Zamba's mixer: the projection moved to axis 1, viewed as (B, X, 2, T), chunked on the
+    size-2 axis into a value and a gate, each squeezed: their features are X, at axis 1 (taking
+    the innermost axis of the split for the features left C over time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x).transpose(1, 2).reshape(x.size(0), -1, 2, x.size(1))
+        value, gate = h.chunk(2, dim=2)
+        groups = gate.reshape(x.size(0), 2, 4, x.size(1)).transpose(0, 1)  # (2, B, 4, T): a group per head
+        return value.squeeze(2)[:, :4] * groups[0]
+
+
+def test_a_split_feature_axis_is_followed_as_all_its_parts() -> None:
+    axes = _axes(_GateSplit(), torch.randn(2, 5, 8))
+    assert axes["reshape"] == 2  # (B, X, 2, T): the innermost of X and the 2
+    assert axes["squeeze"] == 1  # the 2 selected away: X, not time
+    assert axes["reshape_1"] == 2 and axes["transpose_1"] == 2  # the gate's X split into groups
+    assert axes["select"] == 1 and axes["mul"] == 1  # one group: its features at axis 1, not time
 
 
 def test_the_feature_axis_follows_the_ops_that_move_it() -> None:

@@ -8,8 +8,10 @@ feature map's width it mixes pixels of a row. The axis is read forward from the 
 it (a linear layer writes its features last, a convolution at 1) through the ops that move
 axes, and left unknown where nothing fixes it (the caller then keeps the last axis).
 
-:func:`annotate` walks a graph once and writes ``node.meta["feature_axis"]``; :func:`feature_axis`
-answers for nodes a rewrite inserts later from their inputs.
+:func:`annotate` walks a graph once and writes ``node.meta["feature_axes"]``; :func:`feature_axes`
+answers for nodes a rewrite inserts later from their inputs. A feature axis split in several
+(heads and head features; Zamba's ``view(B, -1, 2, T)`` of a gate and its value) is followed as
+all of them until one is selected away; C acts over the innermost left.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import torch.fx as fx
 from ..fxutil import LEAF_KEY, base_name
 from .variants import named_args
 
-__all__ = ["KEY", "annotate", "feature_axis", "over_features"]
+__all__ = ["KEY", "Axes", "annotate", "feature_axes", "feature_axis", "over_features"]
 
-KEY = "feature_axis"
+KEY = "feature_axes"
+Axes = tuple[int, ...]
 
 _LAST = frozenset({
     "embedding", "linear", "addmm", "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm",
@@ -87,21 +90,21 @@ def _same(a: Any, b: Any) -> bool:
     return bool(sympy.expand(a - b) == 0)
 
 
-def _reshaped(a: int, src: torch.Tensor, out: torch.Tensor) -> int | None:
-    """The output axis holding input axis ``a`` after a row-major reshape: the axis itself, the
-    innermost of the axes it is split into (heads, then head features), or the axis it is merged
-    into with its neighbours; None where it is split across other axes' boundaries."""
+def _reshaped(a: int, src: torch.Tensor, out: torch.Tensor) -> list[int] | None:
+    """The output axes holding input axis ``a`` after a row-major reshape: the axis itself, the
+    axes it is split into (heads and head features; a gate and its value), or the axis it is
+    merged into with its neighbours; None where it is split across other axes' boundaries."""
     pin, pout = _prefixes(_sizes(src)), _prefixes(_sizes(out))
     start, end = pin[a], pin[a + 1]
     firsts = [j for j in range(out.dim()) if _same(pout[j], start)]
     if firsts:
         lasts = [k for k in range(firsts[0], out.dim()) if _same(pout[k + 1], end)]
         if lasts:
-            return lasts[-1]
+            return list(range(firsts[0], lasts[-1] + 1))
     for j in range(out.dim()):  # merged: axis j spans input axes i..m-1 around a
         if any(_same(pout[j], pin[i]) for i in range(a + 1)) and any(
                 _same(pout[j + 1], pin[m]) for m in range(a + 1, src.dim() + 1)):
-            return j
+            return [j]
     return None
 
 
@@ -122,11 +125,10 @@ def _of_matmul(a: Any, b: Any, rank: int) -> int | None:
         return rank - 1
     if _weight(a):
         return rank - 2
-    fb, rb = feature_axis(b), _rank(b)
-    if fb is not None and rb is not None and fb == rb - 1:
+    rb, ra = _rank(b), _rank(a)
+    if rb is not None and rb - 1 in feature_axes(b):
         return rank - 1
-    fa, ra = feature_axis(a), _rank(a)
-    if fa is not None and ra is not None and ra >= 2 and fa == ra - 2:
+    if ra is not None and ra >= 2 and ra - 2 in feature_axes(a):
         return rank - 2
     return None
 
@@ -147,40 +149,45 @@ def _of_einsum(node: fx.Node) -> int | None:
             if own:
                 return max(out.index(c) for c in own)
     for s, o in data:
-        f = feature_axis(o)
-        if f is not None and f < len(s) and s[f] in out:
-            return out.index(s[f])
+        kept = [out.index(s[f]) for f in feature_axes(o) if f < len(s) and s[f] in out]
+        if kept:
+            return max(kept)
     return None
 
 
-def _of_movement(node: fx.Node, name: str, src: fx.Node, a: int, args: dict[Any, Any]) -> int | None | bool:
-    """Axis ``a`` of ``src`` after a view, permutation or selection; False when ``name`` is none."""
+def _of_movement(node: fx.Node, name: str, src: fx.Node, a: int, args: dict[Any, Any]) -> list[int] | None | bool:
+    """Axis ``a`` of ``src`` after a view, permutation or selection (the axes it became, None
+    where it is gone); False when ``name`` is none of those."""
     rank, out = _rank(src) or 0, _val(node)
     if name == "permute":
-        return [_norm(d, rank) for d in args["dims"]].index(a)
+        return [[_norm(d, rank) for d in args["dims"]].index(a)]
     if name in ("transpose", "swapaxes", "swapdims", "t"):
         d0, d1 = (0, 1) if name == "t" else (_norm(args.get("dim0", 0), rank), _norm(args.get("dim1", 1), rank))
-        return d1 if a == d0 else d0 if a == d1 else a
+        return [d1 if a == d0 else d0 if a == d1 else a]
     if name == "movedim":
         srcs, dsts = _dims(args["source"], rank), _dims(args["destination"], rank)
         placed: dict[int, int] = dict(zip(dsts, srcs, strict=True))  # output axis -> input axis
         rest = iter(i for i in range(rank) if i not in srcs)
-        return [placed[d] if d in placed else next(rest) for d in range(rank)].index(a)
+        return [[placed[d] if d in placed else next(rest) for d in range(rank)].index(a)]
     if name == "unsqueeze" and out is not None:
-        return a + (_norm(args["dim"], out.dim()) <= a)
+        return [a + (_norm(args["dim"], out.dim()) <= a)]
     if name == "squeeze":
         v = _val(src)
         dims = args.get("dim", args.get("dims"))
         ones = [i for i in _dims(dims, rank) if v is not None and isinstance(v.shape[i], int) and v.shape[i] == 1]
-        return _removed(a, ones)
+        return _one(_removed(a, ones))
     if name == "select":
-        return _removed(a, [_norm(args["dim"], rank)])
+        return _one(_removed(a, [_norm(args["dim"], rank)]))
     if name in _RESHAPES:
         v = _val(src)
         return _reshaped(a, v, out) if v is not None and out is not None else None
     if name in ("expand", "expand_as") and out is not None:
-        return a + out.dim() - rank
+        return [a + out.dim() - rank]
     return False
+
+
+def _one(axis: int | None) -> list[int] | None:
+    return None if axis is None else [axis]
 
 
 def _of_reduction(node: fx.Node, a: int, rank: int, args: dict[Any, Any]) -> int | None:
@@ -195,33 +202,34 @@ def _of_reduction(node: fx.Node, a: int, rank: int, args: dict[Any, Any]) -> int
     return a if args.get("keepdim", False) else _removed(a, dims)
 
 
-def _getitem(node: fx.Node) -> int | None:
-    """An element of a multi-output op: a split's pieces keep the axis, unbind removes one, a
+def _getitem(node: fx.Node) -> Axes:
+    """An element of a multi-output op: a split's pieces keep the axes, unbind removes one, a
     normaliser's or attention's output (element 0) has the op's own."""
     src = node.args[0]
     if not isinstance(src, fx.Node):
-        return None
+        return ()
     name = base_name(src)
     first = src.args[0] if src.args else None
     if name in _SPLITS and isinstance(first, fx.Node):
-        return feature_axis(first)
+        return feature_axes(first)
     if name == "unbind" and isinstance(first, fx.Node):
-        a, rank = feature_axis(first), _rank(first)
-        if a is None or rank is None:
-            return None
-        return _removed(a, [_norm(named_args(src).get("dim", 0), rank)])
+        rank = _rank(first)
+        if rank is None:
+            return ()
+        d = _norm(named_args(src).get("dim", 0), rank)
+        return tuple(r for a in feature_axes(first) if (r := _removed(a, [d])) is not None)
     if node.args[1] != 0:
-        return None
+        return ()
     own = _own(src, name)
     if own is not False:
         return own  # type: ignore[return-value]
     out = _val(node)
     if isinstance(first, fx.Node) and out is not None and _rank(first) == out.dim():
-        return feature_axis(first)  # topk, sort, max over a dimension kept
-    return None
+        return feature_axes(first)  # topk, sort, max over a dimension kept
+    return ()
 
 
-def _own(node: fx.Node, name: str) -> int | None | bool:
+def _own(node: fx.Node, name: str) -> Axes | bool:
     """The axis an op fixes itself, whatever its inputs': False when it fixes none."""
     v = _val(node)
     vals = node.meta.get("val")
@@ -230,15 +238,30 @@ def _own(node: fx.Node, name: str) -> int | None | bool:
     if rank is None:
         return False
     if name in _LAST:
-        return rank - 1
+        return (rank - 1,)
     if _CHANNELS.search(name):
-        return 1 if rank >= 3 else None
+        return (1,) if rank >= 3 else ()
     return False
 
 
-def _axis_of(node: fx.Node) -> int | None:
+def _moved_axes(node: fx.Node, name: str, src: fx.Node, axes: Axes) -> Axes | bool:
+    """``src``'s feature axes after a movement or a reduction; False when ``node`` is neither."""
+    args = named_args(node)
+    rank = _rank(src)
+    out: list[int] = []
+    for a in axes:
+        moved = _of_movement(node, name, src, a, args)
+        if moved is False:
+            if name not in _REDUCTIONS or rank is None:
+                return False
+            moved = _one(_of_reduction(node, a, rank, args))
+        out += moved if isinstance(moved, list) else []
+    return tuple(sorted(set(out)))
+
+
+def _axes_of(node: fx.Node) -> Axes:
     if node.op != "call_function":
-        return None
+        return ()
     name = base_name(node)
     if name == "getitem":
         return _getitem(node)
@@ -248,45 +271,55 @@ def _axis_of(node: fx.Node) -> int | None:
     out = _val(node)
     if name in ("matmul", "mm", "bmm", "baddbmm") and out is not None:
         a, b = node.args[-2:] if name == "baddbmm" else node.args[:2]
-        return _of_matmul(a, b, out.dim())
+        return _tuple(_of_matmul(a, b, out.dim()))
     if name == "einsum":
-        return _of_einsum(node)
-    tensors = [a for a in node.all_input_nodes if _val(a) is not None or (out is None and a.meta.get(KEY) is not None)]
+        return _tuple(_of_einsum(node))
+    tensors = [a for a in node.all_input_nodes if _val(a) is not None or (out is None and a.meta.get(KEY))]
     if name in ("cat", "concat", "concatenate"):
-        return next((f for t in tensors if (f := feature_axis(t)) is not None), None)
+        return next((f for t in tensors if (f := feature_axes(t))), ())
     if name == "stack" and out is not None:
-        f = next((f for t in tensors if (f := feature_axis(t)) is not None), None)
+        f = next((f for t in tensors if (f := feature_axes(t))), ())
         d = _norm(named_args(node).get("dim", 0), out.dim())
-        return None if f is None else f + (d <= f)
+        return tuple(a + (d <= a) for a in f)
     src = node.args[0] if node.args else None
-    if isinstance(src, fx.Node) and (a := feature_axis(src)) is not None:
-        args = named_args(node)
-        moved = _of_movement(node, name, src, a, args)
+    if isinstance(src, fx.Node) and (axes := feature_axes(src)):
+        moved = _moved_axes(node, name, src, axes)
         if moved is not False:
             return moved  # type: ignore[return-value]
-        rank = _rank(src)
-        if name in _REDUCTIONS and rank is not None:
-            return _of_reduction(node, a, rank, args)
-    # elementwise, with broadcasting: the axis of the highest-rank operand that has one
+    # elementwise, with broadcasting: the axes of the highest-rank operand that has some
     if out is None:
-        return next((f for t in tensors if (f := feature_axis(t)) is not None), None)
+        return next((f for t in tensors if (f := feature_axes(t))), ())
     for t in sorted(tensors, key=lambda t: -(_rank(t) or 0)):
-        f, r = feature_axis(t), _rank(t)
-        if f is not None and r is not None and r <= out.dim():
-            return f + out.dim() - r
-    return None
+        f, r = feature_axes(t), _rank(t)
+        if f and r is not None and r <= out.dim():
+            return tuple(a + out.dim() - r for a in f)
+    return ()
+
+
+def _tuple(axis: int | None) -> Axes:
+    return () if axis is None else (axis,)
+
+
+def feature_axes(node: Any) -> Axes:
+    """The axes of ``node``'s value that hold its features (non-negative; several where they
+    were split, heads and head features), ``()`` where nothing fixes them."""
+    if not isinstance(node, fx.Node):
+        return ()
+    if KEY not in node.meta:
+        try:
+            axes = _axes_of(node)
+        except (KeyError, ValueError, IndexError, TypeError):
+            axes = ()  # an op whose arguments do not read as this module expects
+        v = _val(node)
+        node.meta[KEY] = tuple(a for a in axes if v is None or a >= v.dim()
+                               or not (isinstance(v.shape[a], int) and v.shape[a] == 1))
+    return node.meta[KEY]  # type: ignore[no-any-return]
 
 
 def feature_axis(node: Any) -> int | None:
-    """The feature axis of ``node``'s value (non-negative), or None where nothing fixes it."""
-    if not isinstance(node, fx.Node):
-        return None
-    if KEY not in node.meta:
-        try:
-            node.meta[KEY] = _axis_of(node)
-        except (KeyError, ValueError, IndexError, TypeError):
-            node.meta[KEY] = None  # an op whose arguments do not read as this module expects
-    return node.meta[KEY]  # type: ignore[no-any-return]
+    """The axis C acts over: the innermost feature axis (a head's features, not the heads)."""
+    axes = feature_axes(node)
+    return axes[-1] if axes else None
 
 
 def over_features(node: Any) -> dict[str, Any]:
@@ -301,4 +334,4 @@ def annotate(graph: fx.Graph) -> None:
     for node in graph.nodes:
         node.meta.pop(KEY, None)
     for node in graph.nodes:
-        feature_axis(node)
+        feature_axes(node)
