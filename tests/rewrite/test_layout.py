@@ -283,3 +283,16 @@ def test_an_input_the_models_refuse_is_unmeasured_not_an_error() -> None:
     model = _RefusesLargeInputs()
     with pytest.raises(Unmeasured, match="refuse the changed input: ValueError: inputs are expected"):
         new_dependencies(model, model, (torch.full((2, 3, 4), 3.0),))
+
+
+def test_a_row_of_logits_is_one_position() -> None:
+    """A loss's logits (N, V) are N positions: hf:cpmant's original moves every row when the last
+    token changes (its prompt attends both ways), 114 of 128 logits of one row by chance not
+    at all; compared element by element, the rewrite's move of the other 14 was taken for a
+    dependence it added."""
+    from unitcheck.rewrite.mixing import _moved
+
+    a = torch.ones(4, 8)
+    b = a.clone()
+    b[1, 3] = 2.0
+    assert _moved(a, b, 0.0).tolist() == [False, True, False, False]

@@ -98,8 +98,9 @@ TOLERANCE = 1e-4
 
 def _moved(a: torch.Tensor, b: torch.Tensor, tolerance: float = TOLERANCE) -> torch.Tensor:
     """Which positions changed: any element along the features (axis 1 of a feature map, the
-    last axis of a sequence's values; none for a rank-2 output) by more than ``tolerance`` of
-    the largest value, NaN in both counting as equal."""
+    last axis of a sequence's values or of a loss's rows of logits) by more than ``tolerance``
+    of the largest value, NaN in both counting as equal. Elements are not positions: a row the
+    original moved in part (a logit that happens to stay) is the original's own dependence."""
     if a.is_floating_point() or a.is_complex():
         finite = a[a.isfinite()]
         scale = float(finite.abs().max()) if finite.numel() else 0.0
@@ -109,7 +110,7 @@ def _moved(a: torch.Tensor, b: torch.Tensor, tolerance: float = TOLERANCE) -> to
         diff = a != b
     if diff.dim() >= 4:
         return diff.any(1)
-    if diff.dim() == 3:
+    if diff.dim() >= 2:
         return diff.any(-1)
     return diff
 
