@@ -271,9 +271,9 @@ def _axes_of(node: fx.Node) -> Axes:
     out = _val(node)
     if name in ("matmul", "mm", "bmm", "baddbmm") and out is not None:
         a, b = node.args[-2:] if name == "baddbmm" else node.args[:2]
-        return _tuple(_of_matmul(a, b, out.dim()))
+        return tuple(_one(_of_matmul(a, b, out.dim())) or ())
     if name == "einsum":
-        return _tuple(_of_einsum(node))
+        return tuple(_one(_of_einsum(node)) or ())
     tensors = [a for a in node.all_input_nodes if _val(a) is not None or (out is None and a.meta.get(KEY))]
     if name in ("cat", "concat", "concatenate"):
         return next((f for t in tensors if (f := feature_axes(t))), ())
@@ -294,10 +294,6 @@ def _axes_of(node: fx.Node) -> Axes:
         if f and r is not None and r <= out.dim():
             return tuple(a + out.dim() - r for a in f)
     return ()
-
-
-def _tuple(axis: int | None) -> Axes:
-    return () if axis is None else (axis,)
 
 
 def feature_axes(node: Any) -> Axes:
