@@ -12,9 +12,12 @@ Guided by the inferred units, in order:
    temperature sqrt(d_h);
 4. ``activations``: the input of each non-homogeneous activation canonicalised: gelu(C(a)), or
    the normalised gate C(a) * sigmoid(C(a)) of a gated MLP;
-5. ``logits``: ``gain * C(h_L) . C(W)^T / sqrt(d)`` with a dimensionless logit gain.
+5. ``logits``: ``gain * C(h_L) . C(W)^T / sqrt(d)`` with a dimensionless logit gain;
+6. ``regression_losses``: an MSE or L1 loss of an input target divided by a constant 1 in its unit.
 
-Every replacement is logged; what no rule recognised is reported by module path and reason.
+C and P_perp act over each value's feature axis (``layout``: the channels of a feature map, the
+features of a Mamba mixer moved to axis 1). Every replacement is logged; what no rule recognised
+is reported by module path and reason.
 """
 
 from __future__ import annotations
