@@ -286,14 +286,17 @@ def _axes_of(node: fx.Node) -> Axes:
         moved = _moved_axes(node, name, src, axes)
         if moved is not False:
             return moved  # type: ignore[return-value]
-    # elementwise, with broadcasting: the axes of the highest-rank operand that has some
+    # elementwise, with broadcasting: every operand's axes that it does not broadcast (an outer
+    # product of per-copy weights and a projection, Hunyuan-V4's hyper-connections, has both)
     if out is None:
         return next((f for t in tensors if (f := feature_axes(t))), ())
-    for t in sorted(tensors, key=lambda t: -(_rank(t) or 0)):
-        f, r = feature_axes(t), _rank(t)
-        if f and r is not None and r <= out.dim():
-            return tuple(a + out.dim() - r for a in f)
-    return ()
+    union: set[int] = set()
+    for t in tensors:
+        f, v = feature_axes(t), _val(t)
+        if f and v is not None and v.dim() <= out.dim():
+            shift = out.dim() - v.dim()
+            union.update(a + shift for a in f if not (isinstance(v.shape[a], int) and v.shape[a] == 1))
+    return tuple(sorted(union))
 
 
 def feature_axes(node: Any) -> Axes:
