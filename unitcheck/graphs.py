@@ -12,7 +12,7 @@ from torch.utils import _pytree as pytree
 
 from .fxutil import IDENTITY_OPS, LEAF_KEY, MOVEMENT_OPS, VIEW_OPS, base_name, module_path
 
-__all__ = ["topo_index", "is_ancestor", "residual_pair", "residual_adds", "users_through_views", "stream_source",
+__all__ = ["topo_index", "is_ancestor", "leaf_through_moves", "residual_pair", "residual_adds", "users_through_views", "stream_source",
            "float_bytes"]
 
 
@@ -174,10 +174,16 @@ def _from_parameters(node: fx.Node, limit: int = 32) -> bool:
     return True
 
 
-def _parameter_leaf(node: fx.Node) -> bool:
-    """A parameter, buffer or constant leaf, through moves (a gain viewed to broadcast)."""
+def leaf_through_moves(node: fx.Node) -> fx.Node:
+    """What ``node`` views, casts or copies, back to the first value that is not a move."""
     while node.op == "call_function" and base_name(node) in MOVEMENT_OPS and node.args and isinstance(node.args[0], fx.Node):
         node = node.args[0]
+    return node
+
+
+def _parameter_leaf(node: fx.Node) -> bool:
+    """A parameter, buffer or constant leaf, through moves (a gain viewed to broadcast)."""
+    node = leaf_through_moves(node)
     return node.op == "placeholder" and node.meta.get(LEAF_KEY) in ("param", "buffer", "constant")
 
 

@@ -24,6 +24,7 @@ import torch
 import torch.fx as fx
 
 from ..fxutil import LEAF_KEY, base_name
+from ..graphs import leaf_through_moves
 from .variants import named_args
 
 __all__ = ["KEY", "Axes", "annotate", "feature_axes", "feature_axis", "over_features"]
@@ -65,13 +66,11 @@ def _norm(d: int, rank: int) -> int:
 
 
 def _weight(n: Any) -> bool:
-    """A parameter or buffer, through the views and casts taken of it (``W.t()``, ``W.to(x)``)."""
-    while isinstance(n, fx.Node) and n.op == "call_function" and n.all_input_nodes and len(n.all_input_nodes) == 1 \
-            and base_name(n) in ("t", "transpose", "permute", "_to_copy", "to", "view", "reshape", "unsqueeze",
-                                 "squeeze", "expand", "clone", "contiguous", "alias", "detach"):
-        n = n.all_input_nodes[0]
-    return isinstance(n, fx.Node) and (n.op == "get_attr" or n.op == "placeholder"
-                                       and n.meta.get(LEAF_KEY) in ("param", "buffer", "constant"))
+    """A parameter, buffer or new gain, through the views and casts taken of it (``W.t()``)."""
+    if not isinstance(n, fx.Node):
+        return False
+    leaf = leaf_through_moves(n)
+    return leaf.op == "get_attr" or leaf.op == "placeholder" and leaf.meta.get(LEAF_KEY) in ("param", "buffer", "constant")
 
 
 def _sizes(v: torch.Tensor) -> list[Any]:

@@ -48,12 +48,11 @@ def _perturbed(x: torch.Tensor) -> torch.Tensor | None:
 
 def _target(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
     """The inputs with their first batched tensor (rank 2 or more, floats or ids) perturbed."""
-    for i, a in enumerate(args):
+    for key, a in [*enumerate(args), *kwargs.items()]:
         if isinstance(a, torch.Tensor) and a.dim() >= 2 and (p := _perturbed(a)) is not None:
-            return [*args[:i], p, *args[i + 1:]], kwargs
-    for k, a in kwargs.items():
-        if isinstance(a, torch.Tensor) and a.dim() >= 2 and (p := _perturbed(a)) is not None:
-            return args, {**kwargs, k: p}
+            if isinstance(key, int):
+                return [*args[:key], p, *args[key + 1:]], kwargs
+            return args, {**kwargs, str(key): p}
     return None
 
 

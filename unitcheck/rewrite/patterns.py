@@ -64,26 +64,20 @@ class RewriteContext:
 
     def constant(self, name: str, value: torch.Tensor, unit: str, why: str) -> fx.Node:
         """A new buffer carrying ``unit`` (not learned), referenced by a get_attr node."""
-        if name in self.new_params:
-            raise ValueError(f"buffer {name} created twice")
-        value = value.to(self.dtype)
-        self.new_params[name] = NewParam(name, value, unit, why)
-        set_attr(self.ug.traced.gm, name, value.clone())
-        first = next(n for n in self.graph.nodes if n.op != "placeholder")
-        with self.graph.inserting_before(first):
-            node = self.graph.create_node("get_attr", name)
-        node.meta["val"] = value
-        return node
+        return self._leaf(name, value, unit, why, learned=False)
 
     def param(self, name: str, value: torch.Tensor, why: str) -> fx.Node:
         """A new dimensionless learnable parameter, referenced by a get_attr node, in the dtype
         the model's parameters have (a float32 gain would promote a bfloat16 model's queries,
         and attention refuses keys of another dtype)."""
+        return self._leaf(name, value, "1", why, learned=True)
+
+    def _leaf(self, name: str, value: torch.Tensor, unit: str, why: str, learned: bool) -> fx.Node:
         if name in self.new_params:
-            raise ValueError(f"parameter {name} created twice")
+            raise ValueError(f"{'parameter' if learned else 'buffer'} {name} created twice")
         value = value.to(self.dtype) if value.is_floating_point() else value
-        self.new_params[name] = NewParam(name, value, "1", why)
-        set_attr(self.ug.traced.gm, name, nn.Parameter(value.clone()))
+        self.new_params[name] = NewParam(name, value, unit, why)
+        set_attr(self.ug.traced.gm, name, nn.Parameter(value.clone()) if learned else value.clone())
         first = next(n for n in self.graph.nodes if n.op != "placeholder")
         with self.graph.inserting_before(first):
             node = self.graph.create_node("get_attr", name)  # resolved on the generated module
