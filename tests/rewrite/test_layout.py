@@ -222,6 +222,39 @@ def test_a_denoising_loss_is_measured_in_its_target_unit() -> None:
     assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
 
 
+class _ResidualOutputSR(nn.Module):
+    """A super-resolution net whose output is its residual stream (``out = up(x); out = out +
+    block(out)``), trained with an L1 loss against the high-resolution image, a second input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                                   nn.Conv2d(8, 3, 3, padding=1)) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor, hr: torch.Tensor) -> torch.Tensor:
+        out = torch.nn.functional.interpolate(x, scale_factor=2.0, mode="bilinear")
+        for block in self.blocks:
+            out = out + block(out)
+        return torch.nn.functional.l1_loss(out, hr)
+
+
+def test_a_canonical_prediction_gets_a_gain_in_its_target_unit() -> None:
+    """The stream ends on C, dimensionless, and the target has its own unit (UC101 was left:
+    "1 and in:hr"): the prediction is scaled by a learned gain declared in:hr, initialised to 1,
+    and the loss divided by a constant in:hr; the oracle agrees and the gain learns."""
+    model, inputs = _ResidualOutputSR(), (torch.randn(2, 3, 8, 8), torch.randn(2, 3, 16, 16))
+    res = rewrite(model, inputs)
+    assert res.complete, (res.gct.unhandled, res.violations_left)
+    assert res.units["l1_loss_gain"] == "in:hr" and res.units["l1_loss_scale"] == "in:hr"
+    gain = res.module.get_parameter("l1_loss_gain")
+    assert float(gain) == 1.0
+    res.module(*inputs).backward()
+    assert gain.grad is not None and float(gain.grad) != 0.0
+    verdict = oracle.verify(res.module, inputs)
+    assert verdict.disagreements == [] and verdict.checked == verdict.agreed > 0
+    assert verdict.global_checked == verdict.global_agreed > 0
+
+
 class _TemporalConvLM(nn.Module):
     """A temporal conv net that returns its loss alone: its stream (B, C, T) has its channels
     at axis 1, and C over the last axis is C over time."""

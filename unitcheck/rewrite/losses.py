@@ -10,6 +10,13 @@ are unchanged, and the unit of the loss says what it is measured in (rescale the
 must follow, which the oracle checks)::
 
     mse_loss(pred, y)  ->  mse_loss(pred, y) / mse_loss_scale     (a buffer of 1, unit in:y^2)
+
+Where the prediction is itself canonical (a super-resolution net whose output is the residual
+stream, ``out = up(x); out = out + block(out)``, ends on C), no weight is left to carry the
+target's unit: the prediction is multiplied by a learned gain declared in it (initialised to 1)
+before the loss, the one unit that makes the comparison consistent (the oracle checks it)::
+
+    l1_loss(C(h), y)  ->  l1_loss(C(h) * l1_loss_gain, y) / l1_loss_scale   (gain in:y, scale in:y)
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from ..canonical import canonical, residual_update
 from ..fxutil import base_name, module_path
+from ..graphs import leaf_through_moves
 from ..record import record
 from ..units import Unit
 from .patterns import RewriteContext, describe, holds_input
@@ -38,24 +47,52 @@ def _input_unit(ctx: RewriteContext, node: object, memo: dict[fx.Node, bool]) ->
     return unit
 
 
+def _dimensionless(node: fx.Node) -> bool:
+    """A prediction the rewrite left on canonical coordinates (C or the residual update, through
+    views), or one inference found dimensionless."""
+    made = leaf_through_moves(node)
+    if made.op == "call_function" and made.target in (canonical, residual_update):
+        return True
+    unit = record(node).unit
+    return isinstance(unit, Unit) and unit.is_dimensionless
+
+
+def _fresh(n: fx.Node, what: str, taken: set[str]) -> str:
+    mod = module_path(n)
+    name, i = f"{mod + '.' if mod else ''}{base_name(n)}_{what}", 1
+    while name in taken:
+        name, i = f"{mod + '.' if mod else ''}{base_name(n)}_{what}_{i}", i + 1
+    taken.add(name)
+    return name
+
+
 def regression_losses(ctx: RewriteContext) -> None:
     """loss(pred, y) -> loss(pred, y) / S, with S a constant 1 in the unit of the loss of y, for a
-    mean or summed MSE or L1 loss that compares a prediction with inputs' values."""
+    mean or summed MSE or L1 loss that compares a prediction with inputs' values; a dimensionless
+    prediction is first scaled by a learned gain in y's unit."""
     memo: dict[fx.Node, bool] = {}
     taken: set[str] = set()
     for n in list(ctx.graph.nodes):
         power = _POWER.get(base_name(n))
         if power is None or record(n).violation not in ("UC101", "UC302") or len(n.args) < 2:
             continue
-        target = _input_unit(ctx, n.args[1], memo) or _input_unit(ctx, n.args[0], memo)
+        for side in (1, 0):
+            target = _input_unit(ctx, n.args[side], memo)
+            if target is not None:
+                break
         if target is None:
             continue
+        pred = n.args[1 - side]
+        if isinstance(pred, fx.Node) and _dimensionless(pred):
+            gain_name = _fresh(n, "gain", taken)
+            gain = ctx.param(gain_name, torch.tensor(1.0), f"the prediction in the target's unit ({target})",
+                             unit=str(target))
+            scaled = ctx.call(aten.mul.Tensor, (pred, gain), after=pred, like=pred)
+            n.replace_input_with(pred, scaled)
+            ctx.note("regression_losses", f"{describe(pred)} (dimensionless)",
+                     f"{describe(pred)} * {gain_name} (learned, initialised to 1, unit {target})")
         unit = target**power
-        mod = module_path(n)
-        name, i = f"{mod + '.' if mod else ''}{base_name(n)}_scale", 1
-        while name in taken:
-            name, i = f"{mod + '.' if mod else ''}{base_name(n)}_scale_{i}", i + 1
-        taken.add(name)
+        name = _fresh(n, "scale", taken)
         scale = ctx.constant(name, torch.tensor(1.0), str(unit), f"the loss's unit ({unit}), a constant 1")
         users = list(n.users)
         new = ctx.call(aten.div.Tensor, (n, scale), after=n, like=n)

@@ -66,11 +66,11 @@ class RewriteContext:
         """A new buffer carrying ``unit`` (not learned), referenced by a get_attr node."""
         return self._leaf(name, value, unit, why, learned=False)
 
-    def param(self, name: str, value: torch.Tensor, why: str) -> fx.Node:
-        """A new dimensionless learnable parameter, referenced by a get_attr node, in the dtype
-        the model's parameters have (a float32 gain would promote a bfloat16 model's queries,
-        and attention refuses keys of another dtype)."""
-        return self._leaf(name, value, "1", why, learned=True)
+    def param(self, name: str, value: torch.Tensor, why: str, unit: str = "1") -> fx.Node:
+        """A new learnable parameter (dimensionless unless ``unit`` says otherwise), referenced by
+        a get_attr node, in the dtype the model's parameters have (a float32 gain would promote a
+        bfloat16 model's queries, and attention refuses keys of another dtype)."""
+        return self._leaf(name, value, unit, why, learned=True)
 
     def _leaf(self, name: str, value: torch.Tensor, unit: str, why: str, learned: bool) -> fx.Node:
         if name in self.new_params:
