@@ -76,6 +76,18 @@ def test_residual_update_is_the_composition_forward_and_backward() -> None:
     assert torch.autograd.gradcheck(residual_update, tuple(t.clone().requires_grad_() for t in leaves))
 
 
+def test_residual_update_keeps_three_activations_for_its_backward() -> None:
+    """The update's kernels are memory-bound: the backward recomputes C(P_perp_h u) from h and u,
+    which it reads anyway, so the forward keeps its output, h and u, and row sums only."""
+    from unitcheck.canonical import residual_update
+
+    h, u = (torch.randn(4, 9, 32, requires_grad=True) for _ in range(2))
+    out = residual_update(h, u, torch.tensor(0.3, requires_grad=True))
+    saved = out.grad_fn.saved_tensors  # type: ignore[union-attr]
+    assert sum(t.shape == h.shape for t in saved) == 3
+    assert sum(t.shape == (4, 9, 1) for t in saved) == 4
+
+
 def test_canonical_runs_compiled_and_matches_the_formula() -> None:
     """C in eager training runs through compiled kernels (unless UNITCHECK_COMPILE=0) and is
     still the exact formula, forward and backward."""

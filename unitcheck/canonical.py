@@ -177,24 +177,33 @@ def orthogonal(a: torch.Tensor, h: torch.Tensor, eps: float = CANONICAL_EPS, dim
 
 def _update_forward(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
     """y = C(h + alpha q), q = C(P_perp_h u), and the row sums the backward needs
-    (<h, h>, <u, h>, <p, p>, <s, s>): raw sums keep the kernel one loop over rows (see
+    (<h, h>, <u, h>, <p, p>, <s, s>; q it recomputes): raw sums keep the kernel one loop over rows (see
     _canonical_forward; 0.45 ms against 0.73 ms at (32, 128, 128))."""
     d = h.size(-1)
     hh = _dot(h, h)
     uh = _dot(u, h)
-    p = u - uh / (hh + eps) * h
-    pp = _dot(p, p)
-    q = p * _inverse_rms(pp, d, eps)
+    q, pp = _update_direction(h, u, hh, uh, eps)
     s = h + alpha * q
     ss = _dot(s, s)
-    return s * _inverse_rms(ss, d, eps), q, hh, uh, pp, ss
+    return s * _inverse_rms(ss, d, eps), hh, uh, pp, ss
 
 
-def _update_backward(g: torch.Tensor, y: torch.Tensor, q: torch.Tensor, hh: torch.Tensor, uh: torch.Tensor,
+def _update_direction(h: torch.Tensor, u: torch.Tensor, hh: torch.Tensor, uh: torch.Tensor,
+                      eps: float, pp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """q = C(P_perp_h u) and <p, p>; the backward recomputes q from h and u, which it reads
+    anyway, rather than read a saved copy (a write and a read of the activations less a step:
+    the kernels are memory-bound)."""
+    p = u - uh / (hh + eps) * h
+    pp = _dot(p, p) if pp is None else pp
+    return p * _inverse_rms(pp, h.size(-1), eps), pp
+
+
+def _update_backward(g: torch.Tensor, y: torch.Tensor, hh: torch.Tensor, uh: torch.Tensor,
                      pp: torch.Tensor, ss: torch.Tensor, h: torch.Tensor, u: torch.Tensor,
                      alpha: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
     """C's backward twice and P_perp's once (see _Canonical and _Orthogonal), chained."""
     d = h.size(-1)
+    q, _ = _update_direction(h, u, hh, uh, eps, pp)
     n = hh + eps
     c = uh / n
     gs = _inverse_rms(ss, d, eps) * (g - y * (_dot(g, y) / d))
