@@ -31,9 +31,9 @@ from types import ModuleType
 from .errors import UnitcheckError
 from .scoped import scoped
 
-__all__ = ["EagerPathRefused", "active", "eager_paths", "loaded", "patched"]
+__all__ = ["LIBRARY", "EagerPathRefused", "active", "eager_paths", "loaded", "patched"]
 
-_LIBRARY = "transformers"
+LIBRARY = "transformers"
 # the checks, wherever a module imported them: each answers as in eager, together (Mamba's scan
 # takes ``compiling and not exporting`` for a third path that neither eager nor export takes)
 _CHECKS = ("is_torchdynamo_exporting", "is_torchdynamo_compiling", "is_tracing")
@@ -50,7 +50,7 @@ def _not_compiling(*args: object) -> bool:
 
 def loaded() -> bool:
     """Whether the library is imported (nothing to hold otherwise)."""
-    return _LIBRARY in sys.modules
+    return LIBRARY in sys.modules
 
 
 # modules whose check decides whether to memoise, not what to compute: transformers'
@@ -61,7 +61,7 @@ _MEMOS = frozenset({"transformers.pytorch_utils"})
 
 def _checks() -> list[tuple[ModuleType, str]]:
     return [(module, name) for key, module in list(sys.modules.items())
-            if (key == _LIBRARY or key.startswith(_LIBRARY + ".")) and key not in _MEMOS
+            if (key == LIBRARY or key.startswith(LIBRARY + ".")) and key not in _MEMOS
             and isinstance(module, ModuleType)
             for name in _CHECKS if name in vars(module)]
 

@@ -531,14 +531,23 @@ def _capture_paths(model: nn.Module, example_inputs: Any) -> Captures:
     with kept_whole(FUSED_KERNEL_OPS), host_draws.routed(model):
         if not eager_paths.loaded():  # no library loaded that computes otherwise when compiled
             return _capture(model, example_inputs)
+        refused: eager_paths.EagerPathRefused | None = None
         with eager_paths.eager_paths():
             try:
                 res: Captures | None = _capture(model, example_inputs)
+            except eager_paths.EagerPathRefused as why:
+                res, refused = None, why
             except Exception:  # the export path's capture reports the failure, if it fails too
                 res = None
         if res is not None and res.eval.method == "export":
             return res
-        return _capture(model, example_inputs)
+        res = _capture(model, example_inputs)
+        if refused is not None:
+            res.notes.append(f"{eager_paths.LIBRARY} computes otherwise in eager where an input's values decide "
+                             f"({refused}; an attention mask without padding is dropped before attention, say): the "
+                             "generated module holds the path a compiled model takes, equal to the model's in "
+                             "value, and to rounding only, not bit for bit, on inputs that take the other path")
+        return res
 
 
 def _capture(model: nn.Module, example_inputs: Any) -> Captures:
