@@ -20,6 +20,12 @@ __all__ = ["call_compiled", "compile_enabled"]
 _COMPILED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
+# every kernel keeps a parallel loop, left to OpenMP at run time: with symbolic sizes inductor
+# judges a kernel's work from size hints, and a backward kernel reading what a compiled forward
+# returned was judged too small and compiled serial (C's backward ran on one of two threads)
+_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {"cpp.dynamic_threads": True}
+
+
 def compile_enabled() -> bool:
     return os.environ.get("UNITCHECK_COMPILE", "1") != "0"
 
@@ -29,7 +35,7 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
         _COMPILED[fn] = fn
         if compile_enabled():
             with contextlib.suppress(Exception):  # no compiler on this platform: stay eager
-                _COMPILED[fn] = torch.compile(fn, dynamic=True)
+                _COMPILED[fn] = torch.compile(fn, dynamic=True, options=_OPTIONS)
     return _COMPILED[fn]
 
 
