@@ -33,7 +33,7 @@ from torch.nn.utils import parametrize
 from .errors import UnitcheckError, fails_on_example
 from .host_draws import Call, Unwritable, decode
 
-__all__ = ["OP", "FUNCTION", "Unkeepable", "kept_function", "kept", "owners", "function_owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
+__all__ = ["OP", "FUNCTION", "HOOKS_COLLECTED", "Unkeepable", "within", "kept_function", "kept", "owners", "function_owners", "call_parts", "output_path", "Skeletons", "SKELETON_HELPERS"]
 
 # path key ("<capture id>:<module path>") -> the module and its forward before :func:`kept`
 _MODULES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()  # a module or a function
@@ -234,7 +234,31 @@ def _owning_function(model: nn.Module, err: BaseException, already: set[str]) ->
 
 
 class Unkeepable(UnitcheckError):
-    """A module that cannot be kept whole: generated code could not write down its call."""
+    """A module that cannot be kept whole: generated code could not write down its call.
+    ``instead``: an ancestor that can be kept in its place, if one is known."""
+
+    def __init__(self, message: str, path: str = "", instead: str | None = None) -> None:
+        super().__init__(message)
+        self.path, self.instead = path, instead
+
+
+# transformers marks the model whose forward collects what its layers' hooks record (hidden
+# states): kept whole, that model's own call sets the collection up, and the hooks are harmless
+HOOKS_COLLECTED = "_output_capturing_hooks_installed"
+
+
+def _collector(modules: dict[str, nn.Module], path: str) -> str | None:
+    """The innermost module at or above ``path`` (not the root) that collects its hooks' records."""
+    while path:
+        if getattr(modules[path], HOOKS_COLLECTED, False):
+            return path
+        path = path.rpartition(".")[0]
+    return None
+
+
+def within(path: str, outer: str) -> bool:
+    """``path`` is ``outer`` or inside it."""
+    return path == outer or path.startswith(outer + ".")
 
 
 def _record(model: nn.Module, paths: list[str],
@@ -243,6 +267,7 @@ def _record(model: nn.Module, paths: list[str],
     training mode (a module may return more in training); the model's state is put back."""
     calls: dict[str, dict[bool, list[_Record]]] = {p: {False: [], True: []} for p in paths}
     problems: list[str] = []
+    instead: dict[str, str | None] = {}  # a module that cannot be kept -> the ancestor to keep instead
 
     def note(path: str, training: bool, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         try:
@@ -274,10 +299,15 @@ def _record(model: nn.Module, paths: list[str],
 
     def hooked(path: str) -> Any:
         def check(m: nn.Module, args: tuple[Any, ...]) -> None:
-            inner = next((name for name, sub in m.named_modules() if sub is not m
-                          and (sub._forward_hooks or sub._forward_pre_hooks)), None)
-            if inner is not None:  # transformers records hidden states so: kept whole, they would not be
+            for inner, sub in m.named_modules():  # transformers records hidden states so: kept whole,
+                if sub is m or not (sub._forward_hooks or sub._forward_pre_hooks):  # they would not be,
+                    continue  # unless the module that collects them is kept with them
+                collector = _collector(modules, f"{path}.{inner}")
+                if collector is not None and within(collector, path):
+                    continue
                 problems.append(f"{path}: a hook on its submodule {inner} (outputs recorded by hooks)")
+                instead.setdefault(path, collector)
+                return
         return check
 
     modules = dict(model.named_modules())
@@ -313,8 +343,9 @@ def _record(model: nn.Module, paths: list[str],
         random.setstate(host[0])
         np.random.set_state(host[1])
     if problems:
-        raise Unkeepable(f"{problems[0].split(':')[0]} cannot be kept whole: generated code could not hold "
-                         f"{problems[0].split(': ', 1)[1]}")
+        path = problems[0].split(':')[0]
+        raise Unkeepable(f"{path} cannot be kept whole: generated code could not hold "
+                         f"{problems[0].split(': ', 1)[1]}", path, instead.get(path))
     return calls
 
 
@@ -459,8 +490,8 @@ class Skeletons:
         if cls is None:
             raise UnitcheckError(f"generated code cannot import {type(module).__qualname__}, the class of the "
                                  f"kept module {where}")
-        attrs = [(repr(k), self.value(v, f"{where}.{k}")) for k, v in vars(module).items()
-                 if k not in _MODULE_STATE or k == "training"]
+        attrs = [(repr(k), self.value(v, f"{where}.{k}")) for k, v in vars(module).items()  # hooks are not
+                 if (k not in _MODULE_STATE or k == "training") and k != HOOKS_COLLECTED]  # rebuilt: nor their mark
         children = [(repr(k), "None" if c is None else self.module(c, f"{where}.{k}", indent + 8))
                     for k, c in module._modules.items() if not (parametrized and k == "parametrizations")]
         unset = [[k for k, v in module._parameters.items() if v is None],  # an absent bias, for one

@@ -988,6 +988,63 @@ class LoopsOverExperts(nn.Module):
         return (x, seen) if self.records else x
 
 
+_COLLECTING: list[list[torch.Tensor]] = []  # what the recorder's hooks record, for the call (a context)
+
+
+def _record_output(module: nn.Module, args: Any, out: torch.Tensor) -> None:
+    if _COLLECTING:
+        _COLLECTING[-1].append(out)
+
+
+class _BranchingLayers(nn.Module):
+    """HuBERT's encoder in small: its loop over the layers branches on a value (LayerDrop's draw)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.tanh(layer(x if bool(x.sum() > 0) else -x))
+        return x
+
+
+class _RecordsItsLayers(nn.Module):
+    """transformers' output capturing in small: on its first call the model puts hooks on its
+    layers and marks itself hooked; each call collects what the hooks record (hidden states)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.encoder = _BranchingLayers(d)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not getattr(self, "_output_capturing_hooks_installed", False):
+            for layer in self.encoder.layers:
+                layer.register_forward_hook(_record_output)
+            self._output_capturing_hooks_installed = True
+        _COLLECTING.append([])
+        try:
+            h = self.encoder(x)
+        finally:
+            seen = _COLLECTING.pop()
+        return h, torch.stack(seen)
+
+
+class KeepsItsRecorder(nn.Module):
+    """XCodec in small: the mean of a submodel's recorded hidden states, under a head; the
+    submodel's encoder branches on its data."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.semantic = _RecordsItsLayers(d)
+        self.head = nn.Linear(d, d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, seen = self.semantic(self.head(x))
+        return self.drop(h) + seen.mean(0)
+
+
 class FailsAfterItsExperts(LoopsOverExperts):
     """Qwen2.5-Omni's audio encoder in small: the capture stops at a branch on data first (the
     experts, kept whole), and the model itself fails later on its example (lengths that do not

@@ -46,6 +46,7 @@ from .faithful_models import (
     GatedByItsBuffer,
     GroupedExperts,
     KeepsAboveScore,
+    KeepsItsRecorder,
     KeepsWeightNormed,
     LateField,
     LogSumExpSink,
@@ -877,6 +878,23 @@ def test_a_module_whose_inner_outputs_are_recorded_by_hooks_is_not_kept() -> Non
     model = LoopsOverExperts(records=True)
     with pytest.raises(TraceError, match=r"experts.0 cannot be kept whole: .*hook on its submodule drop"):
         rewrite(model, (torch.randn(2, 6, 8),), to="identity")
+
+
+def test_the_model_that_collects_its_layers_records_is_kept_in_their_place() -> None:
+    """A module that branches on its data and whose layers' outputs are recorded by hooks cannot be
+    kept whole alone; the submodel that put the hooks there and collects what they record can
+    (XCodec's HuBERT: kept whole, it regenerates; before, the capture refused). Equal in both
+    modes, also on inputs that take the other branch; the rebuilt submodel hooks its own layers."""
+    torch.manual_seed(0)
+    model, x = KeepsItsRecorder(), torch.randn(2, 5, 8)
+    res = rewrite(model, (x,), to="identity")
+    assert res.kept == ["semantic"], res.kept
+    assert any("semantic is kept whole in place of semantic.encoder" in n for n in res.notes), res.notes
+    assert "_output_capturing_hooks_installed" not in res.source
+    for inputs in ((x,), (-x,), (torch.randn(3, 7, 8),)):
+        for training in (False, True):
+            assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)
+    assert res.module(x).shape == (2, 5, 8)
 
 
 def test_a_distributions_parameter_check_is_not_a_branch_of_the_graph() -> None:

@@ -487,8 +487,9 @@ def capture(model: nn.Module, example_inputs: Any) -> Captures:
         if kept:
             classes = sorted({type(m).__name__ for name, m in model.named_modules() if name in kept}
                              | {k.rpartition(":")[2] + "()" for k in kept if k.startswith(opaque.FUNCTION)})
-            res.notes.append(f"{len(kept)} module(s) of class {', '.join(classes)} branch on their data and are kept "
-                             f"whole: the generated module calls them ({', '.join(kept[:3])}{'...' if len(kept) > 3 else ''})")
+            res.notes.append(f"{len(kept)} module(s) of class {', '.join(classes)} branch on their data (or hold one "
+                             "that does) and are kept whole: the generated module calls them "
+                             f"({', '.join(kept[:3])}{'...' if len(kept) > 3 else ''})")
         if fixed:
             res.notes.append(f"{SIZES_FIXED}: the sizes of the kept modules' results that none of their arguments' "
                              "sizes gives (with sizes of their own, the capture failed: "
@@ -502,12 +503,14 @@ def _capture_keeping(model: nn.Module, example_inputs: Any, fixed: bool) -> tupl
     branch, until the capture succeeds; a failure carries the modules kept (``err.kept``)."""
     kept: list[str] = []
     failed: TraceError | None = None  # the failure that made the last modules kept
+    collecting: list[str] = []  # notes on ancestors kept for what their layers record
     while True:
         try:
             with opaque.kept(model, kept, normalise_inputs(example_inputs), fixed), uncallable_functions() as found:
                 res = _capture_paths(model, example_inputs)
             more = opaque.function_owners(model, found, set(kept))
             if not more:
+                res.notes += collecting
                 return res, kept
             kept, failed = kept + more, TraceError(
                 f"cannot regenerate {type(model).__name__}: {more[0]} applies an autograd.Function to arguments "
@@ -521,7 +524,12 @@ def _capture_keeping(model: nn.Module, example_inputs: Any, fixed: bool) -> tupl
             kept, failed = kept + more, err
         except opaque.Unkeepable as why:
             assert failed is not None
-            raise TraceError(f"{failed}; {why}", failed.location) from failed
+            if why.instead is None or why.instead in kept:
+                raise TraceError(f"{failed}; {why}", failed.location) from failed
+            # the ancestor that collects what the module's layers record is kept in its place
+            collecting.append(f"{why.instead} is kept whole in place of {why.path}: hooks on {why.path}'s layers "
+                              f"record outputs that {why.instead}'s own call collects")
+            kept = [p for p in kept if not opaque.within(p, why.instead)] + [why.instead]
 
 
 _MAX_KEPT = 64  # kept modules before a capture gives up
