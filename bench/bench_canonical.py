@@ -37,7 +37,7 @@ def _cases() -> list[Case]:
         out += [("C forward", shape, _canonical_forward, (h, CANONICAL_EPS)),
                 ("C backward", shape, _canonical_backward, (grad, y, ss, CANONICAL_EPS)),
                 ("update forward", shape, _update_forward, (h, u, alpha, CANONICAL_EPS)),
-                ("update backward", shape, _update_backward, (grad, *kept, h, u, alpha, CANONICAL_EPS))]
+                ("update backward", shape, _update_backward, (grad, *kept, h, u, alpha, CANONICAL_EPS, True))]
     return out
 
 

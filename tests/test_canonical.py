@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from unitcheck.canonical import _Canonical, _Orthogonal, canonical, orthogonal
@@ -54,14 +55,16 @@ def _composed(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor) -> torch.Te
     return canonical(h + alpha * canonical(orthogonal(u, h)))
 
 
-def test_residual_update_is_the_composition_forward_and_backward() -> None:
-    """The fused update (compiled in eager training) against the three calls it replaces."""
+@pytest.mark.parametrize("alpha", [torch.tensor(0.37), torch.linspace(0.1, 0.5, 32)], ids=["scalar", "per-feature"])
+def test_residual_update_is_the_composition_forward_and_backward(alpha: torch.Tensor) -> None:
+    """The fused update (compiled in eager training) against the three calls it replaces, with a
+    scalar alpha (its gradient reduced per row in the kernel) and one per feature."""
     from unitcheck import compiled
     from unitcheck.canonical import _update_backward, _update_forward, residual_update
 
     g = torch.Generator().manual_seed(0)
     leaves = [torch.randn(4, 9, 32, dtype=torch.float64, generator=g) for _ in range(2)]
-    leaves.append(torch.tensor(0.37, dtype=torch.float64))
+    leaves.append(alpha.to(torch.float64))
     grads = []
     for fn in (residual_update, _composed):
         xs = [t.clone().requires_grad_() for t in leaves]

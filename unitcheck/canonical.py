@@ -200,8 +200,10 @@ def _update_direction(h: torch.Tensor, u: torch.Tensor, hh: torch.Tensor, uh: to
 
 def _update_backward(g: torch.Tensor, y: torch.Tensor, hh: torch.Tensor, uh: torch.Tensor,
                      pp: torch.Tensor, ss: torch.Tensor, h: torch.Tensor, u: torch.Tensor,
-                     alpha: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
-    """C's backward twice and P_perp's once (see _Canonical and _Orthogonal), chained."""
+                     alpha: torch.Tensor, eps: float, rows: bool) -> tuple[torch.Tensor, ...]:
+    """C's backward twice and P_perp's once (see _Canonical and _Orthogonal), chained. With
+    ``rows`` (an alpha constant over the features) alpha's gradient comes as one sum per row,
+    reduced in the same loop: no stream-sized product written and read back for it."""
     d = h.size(-1)
     q, _ = _update_direction(h, u, hh, uh, eps, pp)
     n = hh + eps
@@ -212,7 +214,7 @@ def _update_backward(g: torch.Tensor, y: torch.Tensor, hh: torch.Tensor, uh: tor
     t = _dot(gp, h) / n
     gu = gp - t * h
     gh = gs - c * gp - t * (u - 2 * c * h)
-    return gh, gu, gs * q
+    return gh, gu, _dot(gs, q) if rows else gs * q
 
 
 class _ResidualUpdate(torch.autograd.Function):
@@ -231,7 +233,8 @@ class _ResidualUpdate(torch.autograd.Function):
     def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
         saved = ctx.saved_tensors
         alpha = saved[-1]
-        gh, gu, ga = call_compiled(_update_backward, g.contiguous(), *saved, ctx.eps)
+        rows = alpha.dim() == 0 or alpha.size(-1) == 1
+        gh, gu, ga = call_compiled(_update_backward, g.contiguous(), *saved, ctx.eps, rows)
         return gh, gu, ga.sum_to_size(alpha.shape), None
 
 
