@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ from torch.utils import _pytree as pytree
 
 from .fxutil import IDENTITY_OPS, LEAF_KEY, MOVEMENT_OPS, VIEW_OPS, base_name, module_path
 
-__all__ = ["topo_index", "is_ancestor", "leaf_through_moves", "residual_pair", "residual_adds", "users_through_views", "stream_source",
+__all__ = ["topo_index", "is_ancestor", "leaf_through_moves", "averaged", "residual_pair", "residual_adds", "users_through_views", "stream_source",
            "float_bytes"]
 
 
@@ -63,8 +64,14 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
         # scores plus a bias normalised into attention weights, not a stream: CPM-Ant's position
         # bias, computed once and added in every layer, is an ancestor of later layers' scores
         return None
-    for stream, branch in ((a, b), (b, a)):
+    # a stream that reaches the add averaged over its copies counts only where no operand is the
+    # stream itself: attention's ``softmax(s) @ v`` is an average too, over positions
+    for mixed, (stream, branch) in itertools.product((False, True), ((a, b), (b, a))):
         source = stream_source(stream)  # Mamba adds ``residual.to(float32)``, a cast beside the branch
+        if mixed:
+            source = averaged(source)  # type: ignore[assignment]
+            if source is None:
+                continue
         if order[source] > order[branch] or not is_ancestor(source, branch, order):
             continue
         # the branch's computation from the stream passes through a submodule: the branch
@@ -85,6 +92,30 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
                     seen.add(p)
                     queue.append(p)
     return None
+
+
+def averaged(node: fx.Node) -> fx.Node | None:
+    """What ``node`` averages, when it is ``W @ x`` (a matmul, the ``bmm`` export makes of it)
+    with weights normalised to sum to one (a softmax, or values divided by their own sum): the
+    copies of DeepSeek-V4's hyper-connection stream, mixed by a Sinkhorn-balanced matrix. An
+    average keeps its values' unit, so the stream passes through it."""
+    node = leaf_through_moves(node)
+    if base_name(node) not in ("bmm", "matmul") or not all(isinstance(x, fx.Node) for x in node.args[:2]):
+        return None
+    weights, values = (leaf_through_moves(x) for x in node.args[:2])  # type: ignore[arg-type]
+    return values if _normalised(weights) else None
+
+
+def _normalised(node: fx.Node) -> bool:
+    """Weights that sum to one along an axis: a softmax, or ``w / (w.sum(axis) + eps)``."""
+    if base_name(node) in _SOFTMAX:
+        return True
+    if base_name(node) != "div" or not all(isinstance(x, fx.Node) for x in node.args[:2]):
+        return False
+    total: Any = node.args[1]
+    if base_name(total) == "add" and len(total.args) == 2 and isinstance(total.args[1], (int, float)):
+        total = total.args[0]  # the sum plus an eps
+    return isinstance(total, fx.Node) and base_name(total) == "sum" and total.args[0] is node.args[0]
 
 
 def _tensor(node: fx.Node) -> bool:

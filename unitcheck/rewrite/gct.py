@@ -45,7 +45,14 @@ from ..fxutil import (
     module_path,
     module_stack,
 )
-from ..graphs import is_ancestor, residual_adds, stream_source, topo_index, users_through_views
+from ..graphs import (
+    averaged,
+    is_ancestor,
+    residual_adds,
+    stream_source,
+    topo_index,
+    users_through_views,
+)
 from ..infer import run_inference, trace_for_inference
 from ..record import record
 from ..tracer import TracedGraph
@@ -277,8 +284,9 @@ def residual_stream(ctx: RewriteContext) -> None:
         top, later = _later_parts(add, h, here)
         parts = _branch_parts(branch, h, here) + later
         acc, terms, last = h, [], top
+        reads = averaged(root) or h  # a branch reads the stream before its copies are averaged
         for part in parts:
-            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, h, here, per_module[here] == 1)}"
+            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, reads, here, per_module[here] == 1)}"
             name, i = base, 1
             while name in names:
                 name, i = f"{base}_{i}", i + 1
@@ -847,7 +855,7 @@ def activations(ctx: RewriteContext) -> None:
         if routed is not None:  # C over a -inf fill is NaN: the router's logits become dimensionless
             if routed not in done:
                 done.add(routed)
-                _dimensionless_router(ctx, routed)
+                _dimensionless_router(ctx, routed, [])
             continue
         read = _under_masking_fill(a)
         ca = ctx.call(canonical, (read,), after=read, like=n)
@@ -903,6 +911,9 @@ def _log_normaliser(n: fx.Node) -> bool:
         for u in users_through_views(n))
 
 
+_PARTS = frozenset({"split", "split_with_sizes", "chunk", "unbind", "tensor_split"})
+
+
 def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None) -> fx.Node | None:
     """The linear map a logit-like value comes from, looking through moves and casts, a scaling
     by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``), a
@@ -916,12 +927,19 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
         if name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
                 and base_name(node.args[0]) in ("topk", "sort", "max", "min"):
             node = node.args[0].args[0]  # the values a top-k chose (Cohere2-MoE routes, then softmaxes)
-        elif name in MOVEMENT_OPS or name == "tanh" or scaled:
-            node = node.args[0]
+        elif name in MOVEMENT_OPS or name in _PARTS or name == "tanh" or scaled:
+            node = node.args[0]  # a part of a projection's outputs is a projection (by rows of W)
         elif name == "sub" and len(node.args) == 2 and _statistic_of(node.args[1], node.args[0]):
             node = node.args[0]  # log-normalised logits: a shift by their own logsumexp
         elif name == "masked_fill" or (name == "scatter" and len(node.args) == 4 and scalar(node.args[3])):
             node = node.args[0]  # entries masked out (PhiMoE's sparsemixer fills -inf below a threshold)
+        elif name in ("slice_scatter", "select_scatter") and len(node.args) >= 2:
+            # slices of one projection written into a constant fill (DeepSeek-V4's compressor lays
+            # two windows' gates side by side in a -inf buffer): every part must read the same one
+            found = {_projection(x, constant, terms) for x in node.args[:2] if not _filled(through_moves(x))}
+            return found.pop() if len(found) == 1 else None
+        elif name == "copy" and len(node.args) == 2:
+            node = node.args[1]  # a copy into a slice writes the whole slice: its values are the source's
         elif name == "where" and len(node.args) == 3 and sum(map(_filled, node.args[1:])) == 1:
             node = next(a for a in node.args[1:] if not _filled(a))  # masked_fill as lowering writes it
         elif name == "mul" and len(node.args) == 2 and scalar(node.args[0]):
@@ -955,7 +973,7 @@ def _one_data_operand(node: fx.Node, constant: Callable[[fx.Node], bool]) -> boo
 
 def _filled(value: Any) -> bool:
     """A constant fill: a number, or a tensor made of one (``scalar_tensor(-inf)``, ``full``)."""
-    return scalar(value) or isinstance(value, fx.Node) and base_name(value) in ("scalar_tensor", "full", "full_like")
+    return scalar(value) or isinstance(value, fx.Node) and base_name(value) in ("scalar_tensor", "full", "full_like", "new_full")
 
 
 def _selected_projection(node: Any) -> fx.Node | None:
@@ -1100,23 +1118,29 @@ def router_logits(ctx: RewriteContext) -> None:
     """The softmax of an MoE router (UC203), or of other logits that feed no loss (BLT's
     entropy model: ``Categorical(logits=head(h))``, log-normalised by their own logsumexp), reads
     gain * C(h) . C(W)^T / sqrt(d)."""
-    sources: dict[fx.Node, None] = {}
+    sources: dict[fx.Node, list[fx.Node]] = {}
+    memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):  # every softmax's projection first: a rewrite replaces it
         code = record(n).violation
         if not n.args or not (code == "UC203" or code in ACTIVATION_CODES and _log_normaliser(n)):
             continue
-        src = _projection(n.args[0])
+        terms: list[fx.Node] = []  # a learned scale and bias (DeepSeek-V4's hyper-connection mixes)
+        src = _projection(n.args[0], lambda x: not holds_input(ctx, x, memo), terms)
         if src is None or base_name(src) != "linear":
             ctx.skip(module_path(n), f"{base_name(n)} of a unitful value that is not a linear projection")
             continue
-        sources[src] = None  # PhiMoE softmaxes one router's logits twice
-    for src in sources:
-        _dimensionless_router(ctx, src)
+        sources.setdefault(src, []).extend(terms)  # PhiMoE softmaxes one router's logits twice
+    for src, terms in sources.items():
+        _dimensionless_router(ctx, src, _parameters_of(ctx, terms))
 
 
-def _dimensionless_router(ctx: RewriteContext, src: fx.Node) -> None:
+def _dimensionless_router(ctx: RewriteContext, src: fx.Node, params: list[str]) -> None:
     name = f"{module_path(src)}_gain" if module_path(src) else "router_gain"
-    ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1"))
+    for p in params:
+        ctx.declare(p)
+    kept = f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
+    ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1") + kept)
+
 
 
 RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, attention_bias, explicit_attention,
