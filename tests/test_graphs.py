@@ -38,3 +38,32 @@ def test_a_dropout_is_one_step_in_either_mode(training: bool) -> None:
     assert product in users_through_views(s)  # six steps: the clone (or the dropout), four moves, the product
     s, product = _weights_then_product(training, moves=5)
     assert product not in users_through_views(s)  # seven: past the default depth in both modes
+
+
+class _AttendsToItself(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ x.transpose(-1, -2), dim=-1) @ x
+
+
+class _SelfAttentionBlock(torch.nn.Module):
+    """``x + softmax(x x^T) x``: the branch is an average of the stream over positions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix = _AttendsToItself()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mix(x)
+
+
+def test_an_average_of_the_stream_added_to_it_is_the_branch() -> None:
+    """An average of the stream's copies carries the stream (hyper-connections) only where no
+    operand is the stream itself: attention without projections averages over positions, and
+    the stream is still ``x``."""
+    from unitcheck.graphs import averaged, residual_adds
+    from unitcheck.tracer import trace
+
+    graph = trace(_SelfAttentionBlock(), (torch.randn(2, 5, 8),)).graph
+    ((_, stream, branch),) = residual_adds(graph)
+    assert stream.op == "placeholder", stream
+    assert averaged(branch) is stream  # the branch is such an average, and is not taken for the stream

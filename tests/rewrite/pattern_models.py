@@ -1471,3 +1471,103 @@ def tiny_dit():  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8, 8)
     return TinyDiT(), (x, torch.tensor([10, 500]), torch.tensor([1, 7]), torch.randn(2, 3, 8, 8))
+
+
+class HyperConnection(nn.Module):
+    """DeepSeek-V4's hyper-connection (mHC) in small: from the stream's copies, RMS-normalised
+    together, one projection gives the weights that collapse the copies into the block's input
+    (pre), spread its output over them (post) and mix them (comb, balanced by Sinkhorn steps),
+    each part shifted and scaled by parameters."""
+
+    def __init__(self, width: int, copies: int) -> None:
+        super().__init__()
+        self.copies = n = copies
+        self.fn = nn.Parameter(torch.randn((2 + n) * n, n * width) / (n * width) ** 0.5)
+        self.base = nn.Parameter(torch.zeros((2 + n) * n))
+        self.scale = nn.Parameter(torch.ones(3))
+
+    def forward(self, hs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        n = self.copies
+        flat = torch.nn.functional.rms_norm(hs.flatten(2), (hs.shape[2] * hs.shape[3],))
+        pre_w, post_w, comb_w = torch.nn.functional.linear(flat, self.fn).split([n, n, n * n], dim=-1)
+        pre_b, post_b, comb_b = self.base.split([n, n, n * n])
+        pre_s, post_s, comb_s = self.scale.unbind(0)
+        pre = torch.sigmoid(pre_w * pre_s + pre_b)
+        post = 2 * torch.sigmoid(post_w * post_s + post_b)
+        comb = torch.softmax(comb_w.view(*comb_w.shape[:-1], n, n) * comb_s + comb_b.view(n, n), dim=-1)
+        for _ in range(2):
+            comb = comb / (comb.sum(dim=-2, keepdim=True) + 1e-6)
+            comb = comb / (comb.sum(dim=-1, keepdim=True) + 1e-6)
+        return post, comb, (pre.unsqueeze(-1) * hs).sum(dim=2)
+
+
+class HyperBlock(nn.Module):
+    """A block on a stream of ``copies`` copies: ``post * attn(x) + comb^T @ copies``, with no
+    add that takes the stream itself."""
+
+    def __init__(self, cfg: GPTConfig, copies: int) -> None:
+        super().__init__()
+        self.attn_hc, self.mlp_hc = HyperConnection(cfg.n_embd, copies), HyperConnection(cfg.n_embd, copies)
+        self.ln_1, self.ln_2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.attn, self.mlp = CausalSelfAttention(cfg), MLP(cfg)
+
+    def forward(self, hs: torch.Tensor) -> torch.Tensor:
+        post, comb, x = self.attn_hc(hs)
+        hs = post.unsqueeze(-1) * self.attn(self.ln_1(x)).unsqueeze(-2) + torch.matmul(comb.transpose(-1, -2), hs)
+        post, comb, x = self.mlp_hc(hs)
+        return post.unsqueeze(-1) * self.mlp(self.ln_2(x)).unsqueeze(-2) + torch.matmul(comb.transpose(-1, -2), hs)
+
+
+class HyperConnectionLM(nn.Module):
+    def __init__(self, cfg: GPTConfig, copies: int = 3) -> None:
+        super().__init__()
+        self.copies = copies
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.blocks = nn.ModuleList([HyperBlock(cfg, copies) for _ in range(2)])
+        self.norm = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):  # type: ignore[no-untyped-def]
+        hs = self.wte(idx).unsqueeze(2).expand(-1, -1, self.copies, -1).contiguous()
+        for block in self.blocks:
+            hs = block(hs)
+        return lm_output(self.head(self.norm(hs.mean(2))), targets)
+
+
+def hyper_connection_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(HyperConnectionLM)
+
+
+class WindowPool(nn.Module):
+    """DeepSeek-V4's compressor in small: each window of ``r`` positions pooled with softmax
+    weights over it and the window before, the two windows' gates laid side by side in a
+    buffer filled with -inf (the first window has none before it), then spread back."""
+
+    def __init__(self, cfg: GPTConfig, r: int = 2) -> None:
+        super().__init__()
+        self.r = r
+        self.kv = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.gate = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.position_bias = nn.Parameter(torch.zeros(r, cfg.n_embd))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        B, T, C = h.shape
+        r, w = self.r, T // self.r
+        kv, gate = self.kv(h).view(B, w, r, C), self.gate(h).view(B, w, r, C) + self.position_bias
+        new_kv = kv.new_zeros((B, w, 2 * r, C))
+        new_gate = gate.new_full((B, w, 2 * r, C), float("-inf"))
+        new_kv[:, :, r:] = kv
+        new_gate[:, :, r:] = gate
+        new_kv[:, 1:, :r] = kv[:, :-1]
+        new_gate[:, 1:, :r] = gate[:, :-1]
+        pooled = (new_kv * new_gate.softmax(dim=2)).sum(dim=2)
+        return pooled.repeat_interleave(r, dim=1)
+
+
+class WindowPoolLM(Fp32ResidualLM):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, WindowPool)
+
+
+def window_pool_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(WindowPoolLM)

@@ -28,6 +28,7 @@ from .pattern_models import (
     fp32_residual_lm,
     gated_residual_lm,
     gated_skip_lm,
+    hyper_connection_lm,
     learned_positions_lm,
     linear_scan_lm,
     log_normalised_gate_lm,
@@ -57,6 +58,7 @@ from .pattern_models import (
     stream_bias_lm,
     threshold_router_lm,
     topk_first_lm,
+    window_pool_lm,
     wrapper_lm,
 )
 
@@ -726,3 +728,40 @@ def test_a_logit_bias_buffer_after_the_head() -> None:
     assert any(line.startswith("[logits] linear@head") for line in res.gct.log), res.gct.log
     assert "final_logits_bias" in res.source
     assert infer_units(res.module, inputs).violations == []
+
+
+def test_a_stream_of_copies_averaged_by_hyper_connections() -> None:
+    """DeepSeek-V4's blocks add ``post * attn(x)`` to ``comb^T @ copies``: no add takes the stream
+    itself, but an average of its copies keeps their unit, so the add is a residual (UC102, not
+    UC101) and the rewrite puts it on canonical coordinates (before, "no residual stream").
+    The mixing weights' projection, split into parts and shifted and scaled by parameters, is
+    made dimensionless once, with the parameters declared."""
+    model, inputs = hyper_connection_lm()
+    found = {(v.rule, v.module) for v in lint(model, inputs).violations}
+    assert ("UC102", "blocks.0") in found and ("UC101", "blocks.0") not in found, found
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled and res.gct.residuals == 4
+    assert infer_units(res.module, inputs).violations == []
+    routers = [line for line in res.gct.log if line.startswith("[router_logits]")]
+    assert len(routers) == 4 and all("declared dimensionless: blocks." in line for line in routers), routers
+    assert {"blocks.0.attn_hc.base", "blocks.0.attn_hc.scale"} <= set(res.gct.declared)
+    steps = [line for line in res.gct.log if line.startswith("[residual_stream] add(")]
+    assert [("alpha_attn" in line, "alpha_mlp" in line) for line in steps] == [(True, False), (False, True)] * 2, steps
+    res.module.train()
+    _, loss = res.module(*inputs)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in res.module.parameters() if p.grad is not None)
+
+
+def test_gates_written_as_slices_into_a_minus_inf_fill_are_a_projection() -> None:
+    """DeepSeek-V4's compressor writes two windows' gates into a -inf buffer and softmaxes it:
+    the slices all come from one projection, which is made dimensionless (before, "not a
+    linear projection"), its position bias declared."""
+    model, inputs = window_pool_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled
+    assert infer_units(res.module, inputs).violations == []
+    assert any(line.startswith("[router_logits] linear@layers.0.mixer.gate") for line in res.gct.log), res.gct.log
+    assert "layers.0.mixer.position_bias" in res.gct.declared
+    assert torch.isfinite(res.module(*inputs)[1])

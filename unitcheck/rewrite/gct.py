@@ -586,14 +586,17 @@ def explicit_attention(ctx: RewriteContext) -> None:
     DeBERTa, hand-written attention)."""
     done: set[fx.Node] = set()
     memo: dict[fx.Node, bool] = {}
+    pooled: dict[fx.Node, list[fx.Node]] = {}
     for n in list(ctx.graph.nodes):
         if record(n).violation != "UC201" or base_name(n) == "scaled_dot_product_attention":
             continue
         terms: list[fx.Node] = []
         path: list[fx.Node] = []
         s = attention_scores(n.args[0] if n.args else None, lambda x: not holds_input(ctx, x, memo), terms, path)
-        if s is None:
-            ctx.skip(module_path(n), "attention logits that are not a product of queries and keys")
+        if s is None:  # weights from one projection pool values (a mix of DeepSeek-V4's stream copies)
+            if not _weights_projection(ctx, n, memo, pooled):
+                ctx.skip(module_path(n), "attention logits that are neither a product of queries and keys "
+                                         "nor one projection")
             continue
         ctx.state.setdefault("logits", set()).update(p for p in path if p is not s)
         if s in done:
@@ -633,6 +636,8 @@ def explicit_attention(ctx: RewriteContext) -> None:
                  if tables else "")
         read = "C(q) . C(k)^T" if factor is None else f"C(q) * {factor:.6g} . C(k)^T (the query's scale)"
         ctx.note("explicit_attention", describe(s), f"{read} (the code's scale and mask kept{kept})")
+    for src, terms in pooled.items():
+        _dimensionless_router(ctx, src, _parameters_of(ctx, terms))
 
 
 def _query_terms(ctx: RewriteContext, q: fx.Node, terms: list[fx.Node]) -> list[str]:
@@ -1124,14 +1129,23 @@ def router_logits(ctx: RewriteContext) -> None:
         code = record(n).violation
         if not n.args or not (code == "UC203" or code in ACTIVATION_CODES and _log_normaliser(n)):
             continue
-        terms: list[fx.Node] = []  # a learned scale and bias (DeepSeek-V4's hyper-connection mixes)
-        src = _projection(n.args[0], lambda x: not holds_input(ctx, x, memo), terms)
-        if src is None or base_name(src) != "linear":
+        if not _weights_projection(ctx, n, memo, sources):  # PhiMoE softmaxes one router's logits twice
             ctx.skip(module_path(n), f"{base_name(n)} of a unitful value that is not a linear projection")
-            continue
-        sources.setdefault(src, []).extend(terms)  # PhiMoE softmaxes one router's logits twice
     for src, terms in sources.items():
         _dimensionless_router(ctx, src, _parameters_of(ctx, terms))
+
+
+def _weights_projection(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, bool],
+                        sources: dict[fx.Node, list[fx.Node]]) -> bool:
+    """Is what ``n`` normalises one linear projection, through parts of its outputs and a scale
+    and shift by parameters (DeepSeek-V4's hyper-connection mixes)? Recorded in ``sources`` with
+    those parameters, for :func:`_dimensionless_router`."""
+    terms: list[fx.Node] = []
+    src = _projection(n.args[0], lambda x: not holds_input(ctx, x, memo), terms)
+    if src is None or base_name(src) != "linear":
+        return False
+    sources.setdefault(src, []).extend(terms)
+    return True
 
 
 def _dimensionless_router(ctx: RewriteContext, src: fx.Node, params: list[str]) -> None:
