@@ -55,7 +55,8 @@ def _composed(h: torch.Tensor, u: torch.Tensor, alpha: torch.Tensor) -> torch.Te
     return canonical(h + alpha * canonical(orthogonal(u, h)))
 
 
-@pytest.mark.parametrize("alpha", [torch.tensor(0.37), torch.linspace(0.1, 0.5, 32)], ids=["scalar", "per-feature"])
+@pytest.mark.parametrize("alpha", [torch.tensor(0.37), torch.linspace(0.1, 0.5, 32), torch.linspace(0.1, 0.5, 36).view(4, 9, 1)],
+                         ids=["scalar", "per-feature", "per-row"])
 def test_residual_update_is_the_composition_forward_and_backward(alpha: torch.Tensor) -> None:
     """The fused update (compiled in eager training) against the three calls it replaces, with a
     scalar alpha (its gradient reduced per row in the kernel) and one per feature."""

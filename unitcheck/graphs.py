@@ -106,9 +106,13 @@ def averaged(node: fx.Node) -> fx.Node | None:
     return values if _normalised(weights) else None
 
 
+_WEIGHTS = frozenset({"softmax", "_softmax", "_safe_softmax"})
+
+
 def _normalised(node: fx.Node) -> bool:
-    """Weights that sum to one along an axis: a softmax, or ``w / (w.sum(axis) + eps)``."""
-    if base_name(node) in _SOFTMAX:
+    """Weights normalised to sum to one along an axis: a softmax, or ``w / (w.sum(axis) + eps)``
+    (the axis is not checked: a Sinkhorn balance sums to about one along both)."""
+    if base_name(node) in _WEIGHTS:
         return True
     if base_name(node) != "div" or not all(isinstance(x, fx.Node) for x in node.args[:2]):
         return False

@@ -242,13 +242,22 @@ class Unkeepable(UnitcheckError):
         self.path, self.instead = path, instead
 
 
-# transformers marks the model whose forward collects what its layers' hooks record (hidden
-# states): kept whole, that model's own call sets the collection up, and the hooks are harmless
+# transformers puts hooks that record hidden states on a model's layers, and marks each model it
+# hooked so; the model whose forward is called collects what they record for that call: kept
+# whole with that model, the hooks are harmless (its call sets the collection up)
 HOOKS_COLLECTED = "_output_capturing_hooks_installed"
+_COLLECTING_HOOKS = frozenset({"transformers.utils.output_capturing"})  # where such hooks are defined
+
+
+def _collected(sub: nn.Module) -> bool:
+    """Are all of a module's hooks transformers' recording hooks (no pre-hook, no hook of the
+    user's or of another library, which a module rebuilt without hooks would lose)?"""
+    return not sub._forward_pre_hooks and all(getattr(h, "__module__", None) in _COLLECTING_HOOKS
+                                              for h in sub._forward_hooks.values())
 
 
 def _collector(modules: dict[str, nn.Module], path: str) -> str | None:
-    """The innermost module at or above ``path`` (not the root) that collects its hooks' records."""
+    """The innermost module at or above ``path`` (not the root) that transformers marked hooked."""
     while path:
         if getattr(modules[path], HOOKS_COLLECTED, False):
             return path
@@ -257,8 +266,8 @@ def _collector(modules: dict[str, nn.Module], path: str) -> str | None:
 
 
 def within(path: str, outer: str) -> bool:
-    """``path`` is ``outer`` or inside it."""
-    return path == outer or path.startswith(outer + ".")
+    """``path`` is ``outer`` or inside it (everything is inside the root, ``""``)."""
+    return outer == "" or path == outer or path.startswith(outer + ".")
 
 
 def _record(model: nn.Module, paths: list[str],
@@ -266,7 +275,7 @@ def _record(model: nn.Module, paths: list[str],
     """Each kept module's calls in an eager run of ``model`` on the example, in eval and in
     training mode (a module may return more in training); the model's state is put back."""
     calls: dict[str, dict[bool, list[_Record]]] = {p: {False: [], True: []} for p in paths}
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []  # (kept path, what generated code could not hold)
     instead: dict[str, str | None] = {}  # a module that cannot be kept -> the ancestor to keep instead
 
     def note(path: str, training: bool, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -276,7 +285,7 @@ def _record(model: nn.Module, paths: list[str],
             template = _encode_out(out, tensors)
             floats = _float_dtype(call.tensors)
         except Unwritable as why:
-            problems.append(f"{path}: {why}")
+            problems.append((path, str(why)))
             return
         calls[path][training].append(_Record(
             [tuple(t.shape) if t is not None else () for t in call.tensors],
@@ -302,10 +311,10 @@ def _record(model: nn.Module, paths: list[str],
             for inner, sub in m.named_modules():  # transformers records hidden states so: kept whole,
                 if sub is m or not (sub._forward_hooks or sub._forward_pre_hooks):  # they would not be,
                     continue  # unless the module that collects them is kept with them
-                collector = _collector(modules, f"{path}.{inner}")
+                collector = _collector(modules, f"{path}.{inner}") if _collected(sub) else None
                 if collector is not None and within(collector, path):
                     continue
-                problems.append(f"{path}: a hook on its submodule {inner} (outputs recorded by hooks)")
+                problems.append((path, f"a hook on its submodule {inner} (outputs recorded by hooks)"))
                 instead.setdefault(path, collector)
                 return
         return check
@@ -343,9 +352,8 @@ def _record(model: nn.Module, paths: list[str],
         random.setstate(host[0])
         np.random.set_state(host[1])
     if problems:
-        path = problems[0].split(':')[0]
-        raise Unkeepable(f"{path} cannot be kept whole: generated code could not hold "
-                         f"{problems[0].split(': ', 1)[1]}", path, instead.get(path))
+        path, what = problems[0]
+        raise Unkeepable(f"{path} cannot be kept whole: generated code could not hold {what}", path, instead.get(path))
     return calls
 
 

@@ -3,12 +3,13 @@ GCT blocks). Light on imports: a rewritten model loads without the analysis stac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
-__all__ = ["update_buffer", "copy_into", "index_slice", "expect_sizes", "expect_value", "grouped_mm", "layer_drop"]
+__all__ = ["update_buffer", "copy_into", "index_slice", "expect_sizes", "expect_value", "expect_structure", "grouped_mm",
+           "layer_drop"]
 
 
 def update_buffer(buffer: torch.Tensor, value: torch.Tensor) -> None:
@@ -88,6 +89,42 @@ def expect_value(value: object, expected: object, name: str) -> None:
     got = f"a {type(value).__name__}" if isinstance(value, torch.Tensor) else repr(value)
     raise ValueError(f"{name}: this module was generated for {name}={expected!r}, got {got}; the capture fixed "
                      "the value: regenerate it from an example with the value you need")
+
+
+def expect_structure(result: object, template: Any, name: str) -> None:
+    """Refuse a kept module's result laid out otherwise than in the capture: the graph reads its
+    tensors by the keys and positions the capture saw, and a result with fewer would fail deep
+    inside it, one with more would be read in part (a kept HuBERT under LayerDrop returns one
+    hidden state fewer for every layer it drops in training)."""
+    why = _differs(result, template, "the result")
+    if why is not None:
+        raise ValueError(f"{name}: {why}: the graph reads its result as it was then, and the module kept whole "
+                         "returns another structure on this call (a layer it skipped, an output it added)")
+
+
+_THEN = "when this module was generated"
+
+
+def _differs(value: object, template: Any, at: str) -> str | None:
+    """Where ``value`` departs from an :mod:`unitcheck.opaque` result template (tensors, dicts,
+    tuples and lists; literals are not compared)."""
+    if not isinstance(template, dict):
+        return None
+    if "tensor" in template:
+        return None if isinstance(value, torch.Tensor) else f"{at} is a {type(value).__name__} (a tensor {_THEN})"
+    items = template["items"]
+    if template["kind"] == "dict":
+        if not isinstance(value, Mapping) or list(value) != template["keys"]:
+            keys = list(value) if isinstance(value, Mapping) else type(value).__name__
+            return f"{at} has the keys {keys} ({template['keys']} {_THEN})"
+        pairs = [(f"{at}[{k!r}]", v) for k, v in value.items()]
+    else:
+        if not isinstance(value, (tuple, list)) or len(value) != len(items):
+            count = len(value) if isinstance(value, (tuple, list)) else type(value).__name__
+            return f"{at} has {count} items ({len(items)} {_THEN})"
+        pairs = [(f"{at}[{i}]", v) for i, v in enumerate(value)]
+    return next((why for (where, v), t in zip(pairs, items, strict=True)
+                 if (why := _differs(v, t, where)) is not None), None)
 
 
 def layer_drop(read: object, kept: int, layer: Callable[..., Any], dropped: Any, *inputs: Any) -> Any:

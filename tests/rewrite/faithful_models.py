@@ -1010,8 +1010,8 @@ class _BranchingLayers(nn.Module):
 
 
 class _RecordsItsLayers(nn.Module):
-    """transformers' output capturing in small: on its first call the model puts hooks on its
-    layers and marks itself hooked; each call collects what the hooks record (hidden states)."""
+    """transformers' output capturing imitated: on its first call the model puts hooks of its own
+    on its layers and marks itself as transformers does; each call collects what they record."""
 
     def __init__(self, d: int) -> None:
         super().__init__()
@@ -1031,8 +1031,8 @@ class _RecordsItsLayers(nn.Module):
 
 
 class KeepsItsRecorder(nn.Module):
-    """XCodec in small: the mean of a submodel's recorded hidden states, under a head; the
-    submodel's encoder branches on its data."""
+    """The mean of a submodel's recorded hidden states, under a head; the submodel's encoder
+    branches on its data (XCodec's shape, with hooks that are not transformers')."""
 
     def __init__(self, d: int = 8) -> None:
         super().__init__()

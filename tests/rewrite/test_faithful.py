@@ -21,6 +21,7 @@ from unitcheck.runtime import layer_drop
 from unitcheck.testing import same_computation
 from unitcheck.tracer import TraceError, trace
 
+from ..conftest import needs_hf
 from .faithful_models import (
     ROUNDING_KERNELS,
     AssertsNoNaN,
@@ -880,21 +881,64 @@ def test_a_module_whose_inner_outputs_are_recorded_by_hooks_is_not_kept() -> Non
         rewrite(model, (torch.randn(2, 6, 8),), to="identity")
 
 
+@needs_hf
 def test_the_model_that_collects_its_layers_records_is_kept_in_their_place() -> None:
-    """A module that branches on its data and whose layers' outputs are recorded by hooks cannot be
-    kept whole alone; the submodel that put the hooks there and collects what they record can
-    (XCodec's HuBERT: kept whole, it regenerates; before, the capture refused). Equal in both
-    modes, also on inputs that take the other branch; the rebuilt submodel hooks its own layers."""
+    """XCodec in small: a HuBERT whose encoder branches on LayerDrop's draw in training, its
+    hidden states recorded by transformers' hooks on the layers. The encoder cannot be kept whole
+    alone; the HuBERT that put the hooks there and collects what they record can (before, the
+    capture refused). Equal in both modes, also at another length; the rebuilt HuBERT is not
+    marked hooked, so it hooks its own layers."""
+    from transformers import HubertConfig, HubertModel
+
+    class SemanticFeatures(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            cfg = HubertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                               conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+                               num_conv_pos_embedding_groups=2, layerdrop=0.1, mask_time_prob=0.0)
+            self.semantic = HubertModel(cfg)
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            hidden = self.semantic(x, output_hidden_states=True).hidden_states
+            return self.head(torch.stack(hidden, 1).mean(1))
+
     torch.manual_seed(0)
-    model, x = KeepsItsRecorder(), torch.randn(2, 5, 8)
+    model, x = SemanticFeatures(), torch.randn(2, 400)
     res = rewrite(model, (x,), to="identity")
     assert res.kept == ["semantic"], res.kept
     assert any("semantic is kept whole in place of semantic.encoder" in n for n in res.notes), res.notes
     assert "_output_capturing_hooks_installed" not in res.source
-    for inputs in ((x,), (-x,), (torch.randn(3, 7, 8),)):
-        for training in (False, True):
-            assert differences(model, res.module, inputs, training) == [], (inputs[0].shape, training)
-    assert res.module(x).shape == (2, 5, 8)
+    assert "unitcheck_runtime_expect_structure(semantic, " in res.source  # its result read as it was
+    for training in (False, True):
+        assert differences(model, res.module, (x,), training) == [], training
+    assert differences(model, res.module, (torch.randn(3, 480),), False) == []
+
+
+def test_a_kept_modules_result_of_another_structure_is_refused() -> None:
+    """The graph reads a kept module's result by the keys and positions of the capture: a result
+    with an item fewer (a layer LayerDrop skipped, its hidden state not recorded) or more would
+    fail deep inside or be read in part; it is refused, saying where it differs."""
+    from unitcheck.runtime import expect_structure
+
+    t = torch.zeros(1)
+    template = {"kind": "dict", "cls": None, "keys": ["last_hidden_state", "hidden_states"],
+                "items": [{"tensor": 0}, {"kind": "tuple", "items": [{"tensor": 1}, {"tensor": 2}]}]}
+    expect_structure({"last_hidden_state": t, "hidden_states": (t, t)}, template, "semantic")
+    for hidden in ((t,), (t, t, t)):
+        with pytest.raises(ValueError, match=rf"^semantic: the result\['hidden_states'\] has {len(hidden)} items "
+                                             r"\(2 when this module was generated\)"):
+            expect_structure({"last_hidden_state": t, "hidden_states": hidden}, template, "semantic")
+    with pytest.raises(ValueError, match=r"has the keys \['last_hidden_state'\]"):
+        expect_structure({"last_hidden_state": t}, template, "semantic")
+
+
+def test_a_users_own_hook_under_a_hooked_submodel_is_not_kept() -> None:
+    """Only transformers' recording hooks are collected by the model that put them there: a hook
+    of the user's under such a model would be lost by the rebuilt module, and the capture's failure
+    stands, with that reason."""
+    with pytest.raises(TraceError, match=r"semantic.encoder cannot be kept whole: .*hook on its submodule layers.0"):
+        rewrite(KeepsItsRecorder(), (torch.randn(2, 5, 8),), to="identity")
 
 
 def test_a_distributions_parameter_check_is_not_a_branch_of_the_graph() -> None:

@@ -39,6 +39,7 @@ from ..runtime import (
     Size,
     copy_into,
     expect_sizes,
+    expect_structure,
     expect_value,
     grouped_mm,
     index_slice,
@@ -312,6 +313,8 @@ def _kept_calls(graph: fx.Graph) -> None:
             else:
                 call = graph.call_module(path, args, kwargs)
         call.meta.update({k: v for k, v in node.meta.items() if k != "val"})
+        with graph.inserting_after(call):  # the result read by the keys the capture saw, or refused
+            graph.call_function(expect_structure, (call, out, path)).meta.update(call.meta)
         for user in list(node.users):
             keys = opaque.output_path(out, user.args[1]) if user.target is operator.getitem else None
             if keys is None:

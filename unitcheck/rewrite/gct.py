@@ -284,8 +284,10 @@ def residual_stream(ctx: RewriteContext) -> None:
         top, later = _later_parts(add, h, here)
         parts = _branch_parts(branch, h, here) + later
         acc, terms, last = h, [], top
-        reads = averaged(root) or h  # a branch reads the stream before its copies are averaged
         for part in parts:
+            reads = h  # a branch of a stream whose copies are averaged reads them before the average
+            if len(_branch_nodes(part, h)) == 1 and (copies := averaged(root)) is not None:
+                reads = copies
             base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, reads, here, per_module[here] == 1)}"
             name, i = base, 1
             while name in names:
@@ -917,13 +919,26 @@ def _log_normaliser(n: fx.Node) -> bool:
 
 
 _PARTS = frozenset({"split", "split_with_sizes", "chunk", "unbind", "tensor_split"})
+_WEIGHTS = frozenset({"softmax", "_softmax", "_safe_softmax", "sigmoid", "tanh"})
+_CANONICAL = frozenset({"canonical"})
 
 
-def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None) -> fx.Node | None:
+def _every_part_normalised(split: fx.Node) -> bool:
+    """Does every part of a split projection become weights (a softmax, a sigmoid gate) through
+    moves, masks and scalings (DeepSeek-V4's pre, post and comb mixes)? Then the projection can be
+    made dimensionless whole."""
+    return all(any(base_name(u) in _WEIGHTS for u in users_through_views(part, through=_CANONICAL))
+               for part in split.users)  # (a gate's argument may be canonical already: sigmoid(C(a)))
+
+
+def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = None,
+                _walked: dict[fx.Node, fx.Node | None] | None = None) -> fx.Node | None:
     """The linear map a logit-like value comes from, looking through moves and casts, a scaling
     by a constant (Granite's ``logits / logits_scaling``, Cohere's ``logits * logit_scale``), a
     soft cap (Gemma-2's ``cap * tanh(logits / cap)``), the values a top-k selected, and a scaling
-    by a value ``constant`` says holds no input (Dory's learned ``logits * logit_scale``), collected in ``terms``."""
+    by a value ``constant`` says holds no input (Dory's learned ``logits * logit_scale``), collected in ``terms``;
+    a part of the projection's outputs where every part is normalised into weights, and slices of
+    it written into a constant fill."""
     while isinstance(node, fx.Node):
         name = base_name(node)
         if name in ("linear", "matmul", "mm") or einsum_pair(node) is not None:
@@ -932,6 +947,8 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
         if name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
                 and base_name(node.args[0]) in ("topk", "sort", "max", "min"):
             node = node.args[0].args[0]  # the values a top-k chose (Cohere2-MoE routes, then softmaxes)
+        elif name in _PARTS and not _every_part_normalised(node):
+            return None  # a fused projection whose other parts are values, not weights: not made dimensionless
         elif name in MOVEMENT_OPS or name in _PARTS or name == "tanh" or scaled:
             node = node.args[0]  # a part of a projection's outputs is a projection (by rows of W)
         elif name == "sub" and len(node.args) == 2 and _statistic_of(node.args[1], node.args[0]):
@@ -941,7 +958,14 @@ def _projection(node: Any, constant: Any = None, terms: list[fx.Node] | None = N
         elif name in ("slice_scatter", "select_scatter") and len(node.args) >= 2:
             # slices of one projection written into a constant fill (DeepSeek-V4's compressor lays
             # two windows' gates side by side in a -inf buffer): every part must read the same one
-            found = {_projection(x, constant, terms) for x in node.args[:2] if not _filled(through_moves(x))}
+            # (a write across two axes reads its base twice: each value is walked once)
+            walked = _walked if _walked is not None else {}
+            found = set()
+            for x in node.args[:2]:
+                if isinstance(x, fx.Node) and not _filled(through_moves(x)):
+                    if x not in walked:
+                        walked[x] = _projection(x, constant, terms, walked)
+                    found.add(walked[x])
             return found.pop() if len(found) == 1 else None
         elif name == "copy" and len(node.args) == 2:
             node = node.args[1]  # a copy into a slice writes the whole slice: its values are the source's
@@ -1018,6 +1042,9 @@ def _on_stream(ctx: RewriteContext, h: Any) -> bool:
     return through_moves(h) in ctx.state.get("stream", ())
 
 
+_DIMENSIONLESS = "unitcheck_dimensionless_linear"  # node.meta: a product _dimensionless_linear made
+
+
 def _dimensionless_linear(ctx: RewriteContext, src: fx.Node, gain_name: str, why: str) -> str:
     """linear(h, W, b) -> gain * C(h) . C(W)^T / sqrt(d) + b, C(h) only where h is not already
     the canonical stream (an MLM head's transform, a router reading a branch)."""
@@ -1031,6 +1058,7 @@ def _dimensionless_linear(ctx: RewriteContext, src: fx.Node, gain_name: str, why
         read = f"C({describe(src.args[0])})"  # type: ignore[arg-type]
     cw = ctx.call(canonical, (w,), after=anchor, like=src)
     scores = ctx.call(aten.linear.default, (h, cw), after=cw, like=src)
+    scores.meta[_DIMENSIONLESS] = True
     g = ctx.call(aten.mul.Tensor, (gain, scores), after=scores, like=src)
     out = ctx.call(aten.div.Tensor, (g, math.sqrt(d)), after=g, like=src)
     if bias is not None:
@@ -1112,11 +1140,7 @@ def logits(ctx: RewriteContext) -> None:
                 continue
         name = "logit_gain" if "logit_gain" not in ctx.new_params else f"logit_gain_{len(ctx.new_params)}"
         after = _dimensionless_linear(ctx, src, name, "learnable logit gain, init 1")
-        params = _parameters_of(ctx, terms)
-        for p in params:
-            ctx.declare(p)
-        kept = f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
-        ctx.note("logits", was, after + kept)
+        ctx.note("logits", was, after + _declare_kept(ctx, _parameters_of(ctx, terms)))
 
 
 def router_logits(ctx: RewriteContext) -> None:
@@ -1129,8 +1153,8 @@ def router_logits(ctx: RewriteContext) -> None:
         code = record(n).violation
         if not n.args or not (code == "UC203" or code in ACTIVATION_CODES and _log_normaliser(n)):
             continue
-        if not _weights_projection(ctx, n, memo, sources):  # PhiMoE softmaxes one router's logits twice
-            ctx.skip(module_path(n), f"{base_name(n)} of a unitful value that is not a linear projection")
+        if not _weights_projection(ctx, n, memo, sources):  # (one record for a projection normalised twice:
+            ctx.skip(module_path(n), f"{base_name(n)} of a unitful value that is not a linear projection")  # PhiMoE)
     for src, terms in sources.items():
         _dimensionless_router(ctx, src, _parameters_of(ctx, terms))
 
@@ -1141,19 +1165,26 @@ def _weights_projection(ctx: RewriteContext, n: fx.Node, memo: dict[fx.Node, boo
     and shift by parameters (DeepSeek-V4's hyper-connection mixes)? Recorded in ``sources`` with
     those parameters, for :func:`_dimensionless_router`."""
     terms: list[fx.Node] = []
-    src = _projection(n.args[0], lambda x: not holds_input(ctx, x, memo), terms)
+    src = _projection(n.args[0] if n.args else None, lambda x: not holds_input(ctx, x, memo), terms)
     if src is None or base_name(src) != "linear":
         return False
-    sources.setdefault(src, []).extend(terms)
+    if not src.meta.get(_DIMENSIONLESS):  # made dimensionless for another normaliser already
+        sources.setdefault(src, []).extend(terms)
     return True
 
 
 def _dimensionless_router(ctx: RewriteContext, src: fx.Node, params: list[str]) -> None:
     name = f"{module_path(src)}_gain" if module_path(src) else "router_gain"
+    after = _dimensionless_linear(ctx, src, name, "router logit gain, init 1")
+    ctx.note("router_logits", describe(src), after + _declare_kept(ctx, params))
+
+
+def _declare_kept(ctx: RewriteContext, params: list[str]) -> str:
+    """Declare the parameters of a learned scaling kept after a projection dimensionless; what
+    the log says of them."""
     for p in params:
         ctx.declare(p)
-    kept = f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
-    ctx.note("router_logits", describe(src), _dimensionless_linear(ctx, src, name, "router logit gain, init 1") + kept)
+    return f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
 
 
 

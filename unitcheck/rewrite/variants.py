@@ -503,36 +503,41 @@ def _capture_keeping(model: nn.Module, example_inputs: Any, fixed: bool) -> tupl
     branch, until the capture succeeds; a failure carries the modules kept (``err.kept``)."""
     kept: list[str] = []
     failed: TraceError | None = None  # the failure that made the last modules kept
-    collecting: list[str] = []  # notes on ancestors kept for what their layers record
+    collecting: list[tuple[str, str]] = []  # (ancestor kept for what its layers record, the note)
     while True:
         try:
             with opaque.kept(model, kept, normalise_inputs(example_inputs), fixed), uncallable_functions() as found:
                 res = _capture_paths(model, example_inputs)
-            more = opaque.function_owners(model, found, set(kept))
+            more = _outside(opaque.function_owners(model, found, set(kept)), kept)
             if not more:
-                res.notes += collecting
+                res.notes += [note for instead, note in collecting if instead in kept]
                 return res, kept
             kept, failed = kept + more, TraceError(
                 f"cannot regenerate {type(model).__name__}: {more[0]} applies an autograd.Function to arguments "
                 "generated code cannot write (a module or a list), and its forward alone would lose the "
                 "function's hand-written backward")
         except TraceError as err:
-            more = opaque.owners(model, err, set(kept)) if "data-dependent" in str(err) else []
+            more = _outside(opaque.owners(model, err, set(kept)), kept) if "data-dependent" in str(err) else []
             if not more or len(kept) >= _MAX_KEPT:
                 err.kept = kept  # type: ignore[attr-defined]
                 raise
             kept, failed = kept + more, err
         except opaque.Unkeepable as why:
             assert failed is not None
-            if why.instead is None or why.instead in kept:
+            if why.instead is None or why.instead in kept or len(kept) >= _MAX_KEPT:
                 raise TraceError(f"{failed}; {why}", failed.location) from failed
             # the ancestor that collects what the module's layers record is kept in its place
-            collecting.append(f"{why.instead} is kept whole in place of {why.path}: hooks on {why.path}'s layers "
-                              f"record outputs that {why.instead}'s own call collects")
+            collecting.append((why.instead, f"{why.instead} is kept whole in place of {why.path}: hooks on "
+                                             f"{why.path}'s layers record outputs that {why.instead}'s own call collects"))
             kept = [p for p in kept if not opaque.within(p, why.instead)] + [why.instead]
 
 
 _MAX_KEPT = 64  # kept modules before a capture gives up
+
+
+def _outside(paths: list[str], kept: list[str]) -> list[str]:
+    """The paths not inside a module kept already (its whole call is one op)."""
+    return [p for p in paths if not any(opaque.within(p, k) for k in kept)]
 
 
 def _capture_paths(model: nn.Module, example_inputs: Any) -> Captures:
