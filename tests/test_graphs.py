@@ -57,13 +57,37 @@ class _SelfAttentionBlock(torch.nn.Module):
 
 
 def test_an_average_of_the_stream_added_to_it_is_the_branch() -> None:
-    """An average of the stream's copies carries the stream (hyper-connections) only where no
-    operand is the stream itself: attention without projections averages over positions, and
-    the stream is still ``x``."""
+    """Attention without projections averages the stream over positions: the stream is still
+    ``x``, and the branch is no average of copies (its weights are scores of the data)."""
     from unitcheck.graphs import averaged, residual_adds
     from unitcheck.tracer import trace
 
     graph = trace(_SelfAttentionBlock(), (torch.randn(2, 5, 8),)).graph
     ((_, stream, branch),) = residual_adds(graph)
     assert stream.op == "placeholder", stream
-    assert averaged(branch) is stream  # the branch is such an average, and is not taken for the stream
+    assert averaged(branch) is None  # an average over positions, by scores of the data: not of copies
+
+
+class _ValueSkip(torch.nn.Module):
+    """Nystromformer's attention: ``softmax(q k^T) v + conv(v)``, a skip on the values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(8, 8) for _ in range(3))
+        self.conv = torch.nn.Conv1d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = self.v(x)
+        context = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2), dim=-1) @ v
+        return context + self.conv(v.transpose(1, 2)).transpose(1, 2)
+
+
+def test_an_attention_average_is_not_a_stream_of_copies() -> None:
+    """Attention's weights are scores of queries and keys, an average over positions: the
+    values it averages are not a stream its add carries (before, Nystromformer's ``+ conv(v)``
+    was called a residual add, UC102); hyper-connections' weights are a projection of the stream
+    by parameters."""
+    from unitcheck.graphs import residual_adds
+    from unitcheck.tracer import trace
+
+    assert residual_adds(trace(_ValueSkip(), (torch.randn(2, 5, 8),)).graph) == []

@@ -103,7 +103,29 @@ def averaged(node: fx.Node) -> fx.Node | None:
     if base_name(node) not in ("bmm", "matmul") or not all(isinstance(x, fx.Node) for x in node.args[:2]):
         return None
     weights, values = (leaf_through_moves(x) for x in node.args[:2])  # type: ignore[arg-type]
-    return values if _normalised(weights) else None
+    return values if _normalised(weights) and not _scores_of_data(weights) else None
+
+
+_PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "einsum"})
+
+
+def _scores_of_data(weights: fx.Node, limit: int = 512) -> bool:
+    """Are the weights normalised scores of a product of two values the data computes (queries
+    and keys: attention, which averages over positions), rather than of a projection by
+    parameters (the mixing weights of hyper-connections, which average the stream's copies)?
+    Nystromformer adds ``conv(v)`` to an attention average of ``v``: not a stream."""
+    seen, stack = {weights}, [weights]
+    while stack and len(seen) < limit:  # bounded: a Sinkhorn balance is a few dozen steps
+        n = stack.pop()
+        if base_name(n) in _PRODUCTS:
+            if not any(_from_parameters(x) for x in n.all_input_nodes):
+                return True
+            continue  # a projection by parameters: the scores start here
+        for p in n.all_input_nodes:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return False
 
 
 _WEIGHTS = frozenset({"softmax", "_softmax", "_safe_softmax"})
