@@ -400,11 +400,21 @@ _SAME_BUILD = ("plan", "parameters", "head", "inputs")
 _ABSORBED = ("verify", "identity", "rewrite")
 
 
+def _same_graph(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Did both stores trace a graph of the same size, and did ``other`` lint it? Then its trace
+    and lint records move together (a rule's new finding on the same graph), and our verify
+    record, made on our trace, still describes the graph."""
+    mine, other = ours.get("trace", {}), theirs.get("trace", {})
+    return "lint" in theirs and mine.get("status") == other.get("status") == "ok" \
+        and mine.get("nodes") is not None and mine.get("nodes") == other.get("nodes")
+
+
 def absorb(store: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """Take ``other``'s verify, identity and rewrite records (a sweep run in another checkout or
     store) where they are newer and were made on the same build as this store's (plan, size,
-    head and inputs agree): a record from another build would describe another model. Returns
-    the types updated."""
+    head and inputs agree): a record from another build would describe another model. Its trace
+    and lint records come too where it traced a graph of the same size (:func:`_same_graph`).
+    Returns the types updated."""
     updated = []
     for mt, theirs in other.get("entries", {}).items():
         ours = store["entries"].get(mt)
@@ -416,6 +426,8 @@ def absorb(store: dict[str, Any], other: dict[str, Any]) -> list[str]:
         newer = theirs.get("finished", 0.0) >= ours.get("finished", 0.0)
         take = {k: v for k, v in theirs["stages"].items()
                 if k in _ABSORBED and (k not in ours["stages"] or newer)}
+        if newer and _same_graph(ours["stages"], theirs["stages"]):
+            take.update(trace=theirs["stages"]["trace"], lint=theirs["stages"]["lint"])
         if take:
             ours["stages"] = {k: {**ours["stages"], **take}[k] for k in STAGES if k in ours["stages"] or k in take}
             ours["finished"] = max(ours.get("finished", 0.0), theirs.get("finished", 0.0))

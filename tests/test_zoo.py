@@ -166,6 +166,27 @@ def test_absorb_takes_newer_records_made_on_the_same_build() -> None:
     assert "d" not in store["entries"]
 
 
+def test_absorb_takes_a_new_lint_of_a_graph_of_the_same_size() -> None:
+    """A rule that calls a finding otherwise (UC101 -> UC102) on the same graph: the trace and
+    lint records move together, and only where the graph has as many nodes as ours (our verify
+    was made on it)."""
+    build = {"status": "ok", "plan": "small", "parameters": 10, "head": "H", "inputs": "input_ids"}
+    trace = {"status": "ok", "nodes": 40}
+    store = {"entries": {t: {"finished": 1.0, "stages": {"build": build, "trace": trace,
+                                                         "lint": {"status": "ok", "violations": {"UC101": 2}},
+                                                         "verify": {"status": "ok"}}} for t in "ab"}}
+    lint = {"status": "ok", "violations": {"UC101": 1, "UC102": 1}}
+    other = {"entries": {
+        "a": {"finished": 2.0, "stages": {"build": build, "trace": {**trace, "seconds": 3.0}, "lint": lint}},
+        "b": {"finished": 2.0, "stages": {"build": build, "trace": {**trace, "nodes": 41}, "lint": lint}},
+    }}
+    assert zoo.absorb(store, other) == ["a"]
+    a, b = (store["entries"][t]["stages"] for t in "ab")
+    assert a["lint"] == lint and a["trace"]["seconds"] == 3.0 and a["verify"] == {"status": "ok"}
+    assert list(a) == ["build", "trace", "lint", "verify"]
+    assert b["lint"]["violations"] == {"UC101": 2} and b["trace"] == trace  # another graph: not taken
+
+
 
 def test_take_replaces_whole_entries_that_are_newer() -> None:
     old = {"status": "ok", "plan": "small", "parameters": 10, "head": "H", "inputs": "input_ids"}
