@@ -128,14 +128,11 @@ def _scores_of_data(weights: fx.Node, limit: int = 512) -> bool:
     return False
 
 
-_WEIGHTS = frozenset({"softmax", "_softmax", "_safe_softmax"})
-
-
 def _normalised(node: fx.Node) -> bool:
     """Weights normalised to sum to one along an axis: a softmax, or ``w / (w.sum(axis) + eps)``
     (the axis is not checked: a Sinkhorn balance sums to about one along both)."""
-    if base_name(node) in _WEIGHTS:
-        return True
+    if base_name(node) in _SOFTMAX:
+        return "log" not in base_name(node)  # a log-softmax's values do not sum to one
     if base_name(node) != "div" or not all(isinstance(x, fx.Node) for x in node.args[:2]):
         return False
     total: Any = node.args[1]

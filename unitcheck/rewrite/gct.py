@@ -1187,7 +1187,6 @@ def _declare_kept(ctx: RewriteContext, params: list[str]) -> str:
     return f" (learned scaling kept, declared dimensionless: {', '.join(params)})" if params else ""
 
 
-
 RULES: list[Rule] = [residual_stream, branch_normalisers, mixed_parts, attention, attention_bias, explicit_attention,
                     activations, logits, router_logits, regression_losses]
 

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import fx, nn
 
+from .. import opaque
 from ..canonical import CanonicalInput, CanonicalLinear, CanonicalOutput, DimensionlessLinear
 from ..fxutil import MOVEMENT_OPS, base_name, module_path
 from ..unitgraph import UnitGraph
@@ -46,7 +47,7 @@ class KeptChanges:
 
 
 def _kept_path(module: str, kept: list[str]) -> str | None:
-    return next((k for k in kept if module == k or module.startswith(f"{k}.")), None)
+    return next((k for k in kept if opaque.within(module, k)), None)
 
 
 def _module(root: nn.Module, path: str) -> nn.Module | None:
