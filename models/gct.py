@@ -81,13 +81,13 @@ class CausalSelfAttention(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         B, T, C = h.size()
         q, k, v = self.c_attn(h).split(C, dim=2)
-        q = canonical(q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2))  # (B, nh, T, hs)
+        gain = self.gain if self.scale == 1.0 else self.gain * (1.0 / self.scale)
+        # (B, nh, T, hs); the gain per head scales q's rows in C's kernel (a rotation keeps it)
+        q = canonical(q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2), gain=gain.view(1, -1, 1, 1))
         k = canonical(k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2))
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        gain = self.gain if self.scale == 1.0 else self.gain * (1.0 / self.scale)
-        q = q * gain.view(1, -1, 1, 1)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # temperature sqrt(d_h)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 

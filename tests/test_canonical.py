@@ -16,6 +16,31 @@ def test_canonical_backward_is_the_exact_gradient() -> None:
     assert torch.allclose(y, ref)
 
 
+@pytest.mark.parametrize("shape", [(1, 5, 1, 1), (), (3, 5, 7, 1)], ids=["per-head", "scalar", "per-row"])
+def test_a_gain_per_row_is_applied_in_cs_kernel(shape: tuple[int, ...]) -> None:
+    """gain * C(x) as one autograd function (GCT's per-head query gain), on a transposed view as
+    the attention passes it: the exact gradient of both, and the same values as the product."""
+    from unitcheck.canonical import _ScaledCanonical
+
+    x = torch.randn(3, 7, 5, 12, dtype=torch.float64).transpose(1, 2).requires_grad_()
+    gain = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: canonical(a, gain=b), (x, gain))
+    y = canonical(x, gain=gain)
+    assert type(y.grad_fn).__name__ == _ScaledCanonical.__name__ + "Backward"
+    g = torch.randn_like(y)
+    for a, b in zip(torch.autograd.grad(y, (x, gain), g), torch.autograd.grad(canonical(x) * gain, (x, gain), g)):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_a_gain_per_feature_is_the_product() -> None:
+    """A gain that varies over the features is not one per row: C's kernel is not given it."""
+    x = torch.randn(4, 6, 8, dtype=torch.float64, requires_grad=True)
+    gain = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    y = canonical(x, gain=gain)
+    assert torch.allclose(y, canonical(x) * gain, rtol=1e-14, atol=0)
+    assert torch.autograd.gradcheck(lambda a, b: canonical(a, gain=b), (x, gain))
+
+
 def test_orthogonal_backward_is_the_exact_gradient() -> None:
     a = torch.randn(4, 7, 16, dtype=torch.float64, requires_grad=True)
     h = torch.randn(4, 7, 16, dtype=torch.float64, requires_grad=True)

@@ -73,6 +73,51 @@ class _Canonical(torch.autograd.Function):
         return call_compiled(_canonical_backward, g, *ctx.saved_tensors, ctx.eps), None
 
 
+def _scaled_forward(x: torch.Tensor, gain: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """gain * C(x), gain constant over each row, and the row sums <x, x>."""
+    ss = _dot(x, x)
+    return x * (_inverse_rms(ss, x.size(-1), eps) * gain), ss
+
+
+def _scaled_backward(g: torch.Tensor, x: torch.Tensor, ss: torch.Tensor, gain: torch.Tensor,
+                     eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """dx = gain r (g - y <g, y> / d) with y = C(x) = r x recomputed, and the gain's gradient per
+    row, <g, y>: the sum C's backward computes anyway."""
+    r = _inverse_rms(ss, x.size(-1), eps)
+    y = x * r
+    gy = _dot(g, y)
+    return (gain * r) * (g - y * (gy / x.size(-1))), gy
+
+
+class _ScaledCanonical(torch.autograd.Function):
+    """gain * C(x) for a gain per row (GCT's per-head query gain): one compiled kernel each way,
+    where C and a separate product made two passes forward and three back. It keeps x, not C(x):
+    x is a view of a projection's output that attention keeps alive anyway (v is its other
+    part), so the backward recomputes C(x) in the loop that reads it."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        y, ss = call_compiled(_scaled_forward, x, gain, eps)
+        ctx.save_for_backward(x, ss, gain)
+        ctx.eps = eps
+        return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
+        x, ss, gain = ctx.saved_tensors
+        gx, gy = call_compiled(_scaled_backward, g, x, ss, gain, ctx.eps)
+        return gx, gy.sum_to_size(gain.shape), None
+
+
+def _per_row(gain: torch.Tensor, x: torch.Tensor) -> bool:
+    """A gain constant over the last axis that scales rows of x without broadcasting x wider."""
+    rows = torch.Size((*x.shape[:-1], 1))
+    try:
+        return gain.dim() <= x.dim() and torch.broadcast_shapes(gain.shape, rows) == rows
+    except RuntimeError:
+        return False
+
+
 def _tracing() -> bool:
     fx_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing", None)
     return bool(torch.compiler.is_compiling() or torch.compiler.is_exporting()
@@ -120,12 +165,19 @@ def _moved(fn: Any, name: str, dim: int, xs: tuple[torch.Tensor, ...], *rest: An
         return fn(*(x.movedim(dim, -1) for x in xs), *rest).movedim(-1, dim)  # type: ignore[no-any-return]
 
 
-def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1) -> torch.Tensor:
+def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1,
+              gain: torch.Tensor | None = None) -> torch.Tensor:
     """C(x) = x / sqrt(RMS(x)^2 + eps) over the feature axis ``dim`` (the last; the channels of
-    a feature map, 1): dimensionless for any unit of x.
+    a feature map, 1): dimensionless for any unit of x. With ``gain``, ``gain * C(x)``.
 
     Traced graphs see RMSNorm without a gain (the same function), over the feature axis moved
-    last and back; eager training with autograd uses the fused backward."""
+    last and back, and the product by ``gain`` after it; eager training with autograd uses the
+    fused backward, for a gain constant over each row (one per head) in the same kernel."""
+    if gain is not None:
+        if _tracing() or not _last(dim, x) or not _per_row(gain, x) or not torch.is_grad_enabled() \
+                or not (x.requires_grad or gain.requires_grad):
+            return canonical(x, eps, dim) * gain
+        return _ScaledCanonical.apply(x, gain, eps)  # type: ignore[no-any-return]
     if not _last(dim, x):
         return _moved(canonical, "canonical", dim, (x,), eps)
     if not _tracing():
