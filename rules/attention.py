@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from unitcheck.fxutil import base_name
@@ -30,17 +32,39 @@ def sdpa(ctx: RuleContext) -> UnitValue:
     Example: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` after unnormalised q, k.
     Fix: canonicalise q and k per head; calibrated temperature tau = sqrt(d_h) s_Q s_K.
     """
+    mask = ctx.arg(3, "attn_mask") if ctx.op == "scaled_dot_product_attention" else ctx.kwargs.get("attn_mask")
+    return _fused_attention(ctx, [] if mask is None else [mask])
+
+
+@rule(torch.ops.higher_order.flex_attention)
+def flex_attention(ctx: RuleContext) -> UnitValue:
+    """
+    What it does: ``flex_attention`` needs dimensionless logits u(q) + u(k) (UC201), and every
+    tensor its score function reads besides the score (a learned bias table, a per-head scale)
+    dimensionless, since the score function adds it to the logits or scales them with it; its
+    output has u(v), its log-sum-exp is dimensionless.
+    Why it matters: otherwise the softmax temperature depends on raw weight norms.
+    Example: ``flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + bias[h, i - j])`` after
+    unnormalised q, k.
+    Fix: canonicalise q and k per head; a bias table in logit units (dimensionless).
+    """
+    buffers = ctx.arg(7, "score_mod_other_buffers") or ()
+    return _fused_attention(ctx, [b for b in buffers if isinstance(b, torch.fx.Node)])
+
+
+def _fused_attention(ctx: RuleContext, biases: list[Any]) -> UnitValue:
+    """Fused attention of q, k, v (the first three arguments) with tensors added to its logits."""
     q, k, v = ctx.args[0], ctx.args[1], ctx.args[2]
     uq, uk, uv = (ctx.pin(ctx.u(t)) for t in (q, k, v))
     logits = (uq if isinstance(uq, Unit) else DIMENSIONLESS) * (uk if isinstance(uk, Unit) else DIMENSIONLESS)
-    mask = ctx.arg(3, "attn_mask") if ctx.op == "scaled_dot_product_attention" else ctx.kwargs.get("attn_mask")
     problems: dict[str, UnitValue] = {}
     if not logits.is_dimensionless:
         problems["logits"] = logits
-    if mask is not None:
-        um = ctx.u(mask)
+    for bias in biases:
+        um = ctx.u(bias)
         if not isinstance(um, (Index, Poly)) and not ctx.to_dimensionless(um):
             problems["mask"] = um
+            break
     values = uv if isinstance(uv, Unit) else DIMENSIONLESS
     out: UnitValue = values
     if problems:
@@ -51,7 +75,7 @@ def sdpa(ctx: RuleContext) -> UnitValue:
             what.append(f"the additive attention bias carries the unit {problems['mask']}")
         # attention is linear in v: only the weights break, so the output keeps u(v) beside them
         out = ctx.violation("UC201", "; ".join(what), problems, consumed=[uq, uk],
-                            sources={"logits": (q, k), "mask": mask}) * values
+                            sources={"logits": (q, k), "mask": biases[0] if biases else None}) * values
     return per_output(ctx, out, rest=DIMENSIONLESS)
 
 

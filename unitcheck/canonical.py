@@ -174,6 +174,9 @@ def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1,
     last and back, and the product by ``gain`` after it; eager training with autograd uses the
     fused backward, for a gain constant over each row (one per head) in the same kernel."""
     if gain is not None:
+        if _tracing() and _last(dim, x):
+            with _marked("canonical"):  # one call with its gain, which code generation writes back whole
+                return canonical(x, eps) * gain
         if _tracing() or not _last(dim, x) or not _per_row(gain, x) or not torch.is_grad_enabled() \
                 or not (x.requires_grad or gain.requires_grad):
             return canonical(x, eps, dim) * gain

@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-__all__ = ["corrected"]
+__all__ = ["corrected", "swapped"]
 
 
 @contextlib.contextmanager
-def _swapped(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
+def swapped(owner: Any, name: str, replacement: Callable[[Any], Any]) -> Iterator[None]:
     """``owner.name`` replaced by ``replacement(original)`` for the block; left alone where this
     torch lacks it (the correction is then not needed, or cannot be made)."""
     original = getattr(owner, name, None)
@@ -45,7 +45,7 @@ def _bool_signbit() -> contextlib.AbstractContextManager[None]:
     ``perm // top_k``)."""
     import torch._prims as prims
 
-    return _swapped(torch.ops.prims.signbit.default, "prim_meta_impl", lambda _: functools.partial(
+    return swapped(torch.ops.prims.signbit.default, "prim_meta_impl", lambda _: functools.partial(
         prims._prim_elementwise_meta, type_promotion=prims.ELEMENTWISE_PRIM_TYPE_PROMOTION_KIND.ALWAYS_BOOL))
 
 
@@ -73,7 +73,7 @@ def _float_grouped_mm() -> contextlib.AbstractContextManager[None]:
 
         return common
 
-    return _swapped(meta, "_meta_grouped_mm_common", float_common)
+    return swapped(meta, "_meta_grouped_mm_common", float_common)
 
 
 def _empty_outputs_any_layout() -> contextlib.AbstractContextManager[None]:
@@ -97,7 +97,7 @@ def _empty_outputs_any_layout() -> contextlib.AbstractContextManager[None]:
 
         return inferred
 
-    return _swapped(fake_tensor, "_infer_fake_from_real_tensor", infer)
+    return swapped(fake_tensor, "_infer_fake_from_real_tensor", infer)
 
 
 def _offsets_compared_without_guards() -> contextlib.AbstractContextManager[None]:
@@ -131,7 +131,7 @@ def _offsets_compared_without_guards() -> contextlib.AbstractContextManager[None
 
         return checked
 
-    return _swapped(fake_utils, "_check_fake_real_tensors", compare)
+    return swapped(fake_utils, "_check_fake_real_tensors", compare)
 
 
 def _true_division_in_asserts() -> contextlib.AbstractContextManager[None]:
@@ -142,7 +142,7 @@ def _true_division_in_asserts() -> contextlib.AbstractContextManager[None]:
     gets Python's division of the two, which is what the expression means."""
     from torch.utils._sympy.reference import PythonReferenceAnalysis
 
-    return _swapped(PythonReferenceAnalysis, "int_truediv", lambda _: staticmethod(lambda a, b: a / b))
+    return swapped(PythonReferenceAnalysis, "int_truediv", lambda _: staticmethod(lambda a, b: a / b))
 
 
 @contextlib.contextmanager

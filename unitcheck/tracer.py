@@ -35,7 +35,7 @@ import torch.fx.traceback as fx_traceback
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from . import eager_paths, fake_kernels, sequence_data
+from . import eager_paths, fake_kernels, flex, sequence_data
 from .diagnostics import Location
 from .draws import GUARDED, NO_GRAD_CUT, RANDOM, READS, kept_values, mark_layer_drops, random_ops
 from .errors import UnitcheckError
@@ -605,6 +605,19 @@ def _mark_no_grad_regions(graph: fx.Graph) -> None:
         _mark_no_grad_regions(body.graph)
 
 
+def _placeholders_unannotated(gm: fx.GraphModule) -> None:
+    """torch's own ``torch._dynamo.disable`` marks dropped from the inputs of every graph (a
+    ``flex_attention`` score function's too): export records them with the name of the call
+    that made the node, and lowering, which renames placeholders, refuses a name recorded twice
+    ("Mismatch in custom metadata for key _torchdynamo_disable_method"). Nothing reads them."""
+    for module in gm.modules():
+        if isinstance(module, fx.GraphModule):
+            for n in module.graph.find_nodes(op="placeholder"):
+                custom = n.meta.get("custom")
+                if custom:
+                    n.meta["custom"] = {k: v for k, v in custom.items() if not k.startswith("_torchdynamo_disable")}
+
+
 def _run_keeping_meta(gm: fx.GraphModule, *args: Any) -> Any:
     """``gm(*args)`` through an interpreter: under ``preserve_node_meta`` each op traced from it
     takes its node's metadata."""
@@ -1138,7 +1151,7 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     # node annotations (fx.traceback.annotate, as unitcheck.canonical marks its calls) survive;
     # lowering re-runs the graph, so real values stay on for it
     with fx_traceback.preserve_node_meta(), _real_values(overrides) if real else contextlib.nullcontext() as spec, \
-            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected(), _data_as_detach(), \
+            _size_markings_undone((args, kwargs)), eager_paths.patched(), fake_kernels.corrected(), flex.on_any_device(), _data_as_detach(), \
             _unflattenable_outputs_dropped(model, dropped_outputs), \
             sequence_data.stacked():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
@@ -1151,9 +1164,11 @@ def _export_once(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
             _mark_detaches(ep.graph_module.graph)
             _mark_no_grad_regions(ep.graph_module.graph)
             _regions_keep_meta(ep.graph_module.graph)
+            _placeholders_unannotated(ep.graph_module)
             with _draws_kept():
                 ep = ep.run_decompositions(_decomposition_table())
             ep = _without_effect_tokens(ep)
+            flex.buffers_indexed_as_captured(ep.graph_module)
             lowered = True
             _cut_no_grad_regions(ep.graph_module.graph)
     gm = ep.graph_module

@@ -1571,3 +1571,31 @@ class WindowPoolLM(Fp32ResidualLM):
 
 def window_pool_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(WindowPoolLM)
+
+
+class FlexAttentionBlock(nn.Module):
+    """Research code's attention through ``flex_attention`` (gpt-fast, torchtitan): a causal
+    score function that adds a learned per-head bias (ALiBi-like slopes times distance)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head, self.d = cfg.n_head, cfg.n_embd // cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        self.slopes = nn.Parameter(torch.linspace(0.1, 0.5, cfg.n_head))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.d).permute(2, 0, 3, 1, 4)
+
+        def causal_alibi(score, b, h, i, j):  # type: ignore[no-untyped-def]
+            return torch.where(i >= j, score - self.slopes[h] * (i - j), -float("inf"))
+
+        y = flex_attention(q, k, v, score_mod=causal_alibi)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+def flex_attention_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, FlexAttentionBlock, None)

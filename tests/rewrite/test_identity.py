@@ -215,6 +215,24 @@ def test_a_no_grad_region_runs_without_grad_again() -> None:
         assert not torch.is_grad_enabled()
 
 
+def test_flex_attention_regenerates_exactly_with_its_score_function() -> None:
+    """A model calling ``flex_attention`` (its score function reads a learned per-head slope):
+    the capture failed on meta ("only supported on CUDA, CPU..."), and the score and mask
+    functions, graphs the operator takes, had no code. They are static methods of the generated
+    module; the slope's reads stay the capture's own indexing, so its gradient reaches it."""
+    from .pattern_models import flex_attention_lm
+
+    model, inputs = flex_attention_lm()
+    res = rewrite(model, inputs, to="identity")
+    assert "@staticmethod" in res.source and "torch.ops.higher_order.flex_attention(" in res.source
+    assert "buffer_index" in res.source
+    for training in (False, True):
+        assert differences(model, res.module, inputs, training) == []
+    res.module(*inputs)[1].backward()
+    slopes = res.module.get_parameter("attn.slopes")
+    assert slopes.grad is not None and bool(slopes.grad.abs().sum() > 0)
+
+
 class CachedAnchors(nn.Module):
     """A method memoised with transformers' ``compile_compatible_method_lru_cache`` (RT-DETR's
     anchors), which skips its cache only while compiling."""

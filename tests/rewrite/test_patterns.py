@@ -573,6 +573,25 @@ def test_an_attention_bias_computed_from_the_stream() -> None:
     assert torch.isfinite(res.module(*inputs)[1])
 
 
+def test_flex_attention_logits_are_canonical() -> None:
+    """flex_attention's logits are q k^T as SDPA's: C(q) times a per-head gain and C(k), the
+    temperature sqrt(d_h) as its scale; its score function then modifies dimensionless logits
+    (taken for explicit attention, the projection was made a router's)."""
+    from .pattern_models import flex_attention_lm
+
+    model, inputs = flex_attention_lm()
+    assert any(v.rule == "UC201" and v.node.startswith("flex_attention") for v in lint(model, inputs).violations)
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    line = next(line for line in res.gct.log if line.startswith("[attention]"))
+    assert "flex_attention(C(q) * attn.gain, C(k), v), temperature sqrt(8)" in line, line
+    assert not [line for line in res.gct.log if line.startswith("[router_logits]")], res.gct.log
+    assert infer_units(res.module, inputs).violations == []
+    loss = res.module(*inputs)[1]
+    loss.backward()
+    assert torch.isfinite(loss) and res.module.get_parameter("attn.gain").grad is not None
+
+
 def test_logits_log_normalised_by_their_own_logsumexp() -> None:
     """BLT's patcher: ``Categorical(logits=aux(h)).entropy()`` computes ``x - logsumexp(x)``, then
     a softmax. The rewrite had put C on the logsumexp's argument alone and left the softmax

@@ -139,6 +139,37 @@ def _uc201_sdpa_fixed() -> tuple[nn.Module, Any]:
     return FusedAttention(True), torch.randn(2, 5, 8, generator=_g())
 
 
+class FlexAttention(nn.Module):  # UC201 through flex_attention: the logits, and a bias its score function reads
+    def __init__(self, fixed: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.bias = nn.Parameter(torch.zeros(2))  # per head: a learned bias takes the logits' unit
+        self.fixed = fixed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        q, k, v = (t.unflatten(-1, (2, 4)).transpose(1, 2) for t in self.qkv(x).split(8, dim=-1))
+        if self.fixed:
+            q, k = canonical(q), canonical(k)
+        energy = (canonical(x) if self.fixed else x).pow(2).mean(-1)  # per key, from the data: in:x^2 unfixed
+
+        def biased_causal(score, b, h, i, j):  # type: ignore[no-untyped-def]
+            return torch.where(i >= j, score + self.bias[h] + energy[b, j], -float("inf"))
+
+        return flex_attention(q, k, v, score_mod=biased_causal).transpose(1, 2).flatten(-2)
+
+
+@fixture("uc201_flex")
+def _uc201_flex() -> tuple[nn.Module, Any]:
+    return FlexAttention(False), torch.randn(2, 5, 8, generator=_g())
+
+
+@fixture("uc201_flex_fixed")
+def _uc201_flex_fixed() -> tuple[nn.Module, Any]:
+    return FlexAttention(True), torch.randn(2, 5, 8, generator=_g())
+
+
 class Activations(nn.Module):  # UC202 and UC204
     def __init__(self) -> None:
         super().__init__()

@@ -103,6 +103,8 @@ class Generated:
     notes: list[str] = field(default_factory=list)
     # the forward's own arguments and, per graph input, where in them it is (structured_inputs)
     arguments: tuple[list[str], list[str]] | None = None
+    # graphs an operator takes as a function (flex_attention's score and mask functions), by name
+    functions: dict[str, fx.Graph] = field(default_factory=dict)
 
 
 def structured_inputs(model: nn.Module, example_inputs: Any) -> tuple[list[str], list[str]] | None:
@@ -146,7 +148,8 @@ def structured_inputs(model: nn.Module, example_inputs: Any) -> tuple[list[str],
     return [prefix.get(kind, "") + name for name, kind in kinds.items()], exprs
 
 
-def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any]) -> fx.Graph:
+def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any],
+                     functions: dict[str, fx.Graph]) -> fx.Graph:
     """Copy the graph; leaves other than user inputs become get_attr nodes on ``root``; buffer
     updates the capture returned as outputs are copied back into their buffers."""
     graph = fx.Graph()
@@ -182,7 +185,10 @@ def _as_module_graph(traced: TracedGraph, root: nn.Module, memo: dict[int, Any])
             continue
         if node.op == "get_attr":
             value = _fetch(traced.gm, str(node.target))
-            if not _has(root, str(node.target)):
+            if isinstance(value, fx.GraphModule):
+                # a function an operator calls: a method of the generated module (self.<name>)
+                functions[str(node.target)] = copy.deepcopy(value.graph)
+            elif not _has(root, str(node.target)):
                 set_attr(root, str(node.target), value if isinstance(value, nn.Parameter) else value.detach().clone())
         if node.op == "output":
             _output(graph, node, env, traced)
@@ -376,6 +382,9 @@ def _call_again(graph: fx.Graph, nodes: list[fx.Node]) -> None:
             fn, args = found
     elif name == "canonical" and len(inputs) == 1 and base_name(out) == "rms_norm":
         args, fn = (inputs[0], named_args(out).get("eps")), canonical
+    elif name == "canonical" and len(inputs) == 2 and base_name(out) == "mul" and isinstance(norm := out.args[0], fx.Node) \
+            and base_name(norm) == "rms_norm":  # C(x) * gain: the gain in C's kernel (canonical(x, gain=...))
+        args, kwargs, fn = (norm.args[0], named_args(norm).get("eps")), {"gain": out.args[1]}, canonical
     elif name == "orthogonal" and len(inputs) == 2 and base_name(out) == "sub" and out.args[0] in inputs:
         a = out.args[0]
         eps = next((x for n in nodes if base_name(n) == "add" for x in n.args if isinstance(x, float)), None)
@@ -630,10 +639,11 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
     notes: list[str] = []
     graphs: dict[str, fx.Graph] = {}
     methods: dict[str, fx.Graph] = {}  # the layers a random draw skips (LayerDrop)
+    functions: dict[str, fx.Graph] = {}
     pairs = [("forward", eval_traced)] if train_traced is None else \
         [("_forward_eval", eval_traced), ("_forward_train", train_traced)]
     for name, traced in pairs:
-        graph = _as_module_graph(traced, root, memo)
+        graph = _as_module_graph(traced, root, memo, functions)
         _kept_calls(graph)
         _library_calls(graph)
         _eager_dropout(graph)
@@ -647,7 +657,9 @@ def generate(eval_traced: TracedGraph, train_traced: TracedGraph | None = None,
         methods.update(branch_on_draws(graph, name))
     for graph in [*graphs.values(), *methods.values()]:
         _without_grad_again(graph)
-    return Generated(root, {**graphs, **methods}, notes)
+    for graph in functions.values():
+        _device_and_metadata(graph, drop_casts=dtype if other is None else None)
+    return Generated(root, {**graphs, **methods}, notes, functions=functions)
 
 
 # -- source ------------------------------------------------------------------------------------
@@ -748,6 +760,14 @@ def render_source(gen: Generated, units: dict[str, str], source: str, how: str, 
         methods.append(text)
         globals_.update(g)
         inputs = args if name in _FORWARDS else inputs
+    for name, graph in gen.functions.items():
+        if graph.find_nodes(op="get_attr"):
+            raise CodegenError(f"the function {name} an operator calls reads the module's attributes: generated "
+                               "code cannot write it as a function of its arguments")
+        text, g, _ = _method(graph, name)
+        # a plain function of its arguments, as the operator calls it (a bound method would count self)
+        methods.append("    @staticmethod\n" + text.replace(f"def {name}(self, ", f"def {name}(", 1))
+        globals_.update(g)
     params, reads = arguments or (inputs, inputs)
     sig = ", ".join(["self", *params])
     call = ", ".join(reads)

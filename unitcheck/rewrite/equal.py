@@ -14,6 +14,7 @@ import torch.fx as fx
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from .. import flex
 from ..errors import UsageError, fails_on_example, one_line
 from ..graphs import float_bytes
 from ..oracle.interp import seeded
@@ -158,11 +159,12 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
                  seed: int) -> list[str]:
     args, kwargs = normalise_inputs(example_inputs)
     mode = "train" if training else "eval"
-    try:
-        out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
-    except Exception as err:  # a check of the model's own (a capture on meta deferred it)
-        raise fails_on_example(err, mode) from None
-    out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
+    with flex.on_any_device():  # its eager reference has a backward on CPU
+        try:
+            out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
+        except Exception as err:  # a check of the model's own (a capture on meta deferred it)
+            raise fails_on_example(err, mode) from None
+        out_b, grad_b, buf_b = _step(generated, args, kwargs, training, seed)
     diffs = []
     if len(out_a) != len(out_b):
         diffs.append(f"{mode}: {len(out_a)} output tensors, the generated module returns {len(out_b)}")

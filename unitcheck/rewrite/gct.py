@@ -476,11 +476,16 @@ def branch_normalisers(ctx: RewriteContext) -> None:
             ctx.note("branch_normalisers", describe(u), "identity on the canonical stream (gain dropped)")
 
 
+_FUSED = ("scaled_dot_product_attention", "flex_attention")  # attention whose logits the graph does not show
+_FLEX_SCALE = 5  # flex_attention's operator takes (q, k, v, score_mod, block_mask, scale, ...)
+
+
 def attention(ctx: RewriteContext) -> None:
-    """SDPA(q, k, v) -> SDPA(C(q) * g_h, C(k), v, scale=1/sqrt(d_h)) with g_h init 1."""
+    """SDPA(q, k, v) -> SDPA(C(q) * g_h, C(k), v, scale=1/sqrt(d_h)) with g_h init 1; the same
+    for flex_attention, whose score function then modifies dimensionless logits."""
     taken: set[str] = set()
     for n in list(ctx.graph.nodes):
-        if base_name(n) != "scaled_dot_product_attention":
+        if base_name(n) not in _FUSED:
             continue
         q, k = n.args[0], n.args[1]
         qv = q.meta.get("val")  # type: ignore[union-attr]
@@ -505,11 +510,14 @@ def attention(ctx: RewriteContext) -> None:
             new.meta.update({k_: v for k_, v in n.meta.items() if k_ in ("nn_module_stack", "stack_trace")})
         args = list(n.args)
         args[0], args[1] = qg, ck
-        n.args = tuple(args)
         kwargs = dict(n.kwargs)
-        kwargs["scale"] = 1.0 / math.sqrt(dh)
-        n.kwargs = kwargs
-        ctx.note("attention", describe(n), f"SDPA(C(q) * {name}, C(k), v), temperature sqrt({dh})")
+        if base_name(n) == "flex_attention":
+            args[_FLEX_SCALE] = 1.0 / math.sqrt(dh)
+        else:
+            kwargs["scale"] = 1.0 / math.sqrt(dh)
+        n.args, n.kwargs = tuple(args), kwargs
+        what = "SDPA" if base_name(n) == "scaled_dot_product_attention" else "flex_attention"
+        ctx.note("attention", describe(n), f"{what}(C(q) * {name}, C(k), v), temperature sqrt({dh})")
 
 
 def _sdpa_mask(n: fx.Node) -> Any:
@@ -590,7 +598,7 @@ def explicit_attention(ctx: RewriteContext) -> None:
     memo: dict[fx.Node, bool] = {}
     pooled: dict[fx.Node, list[fx.Node]] = {}
     for n in list(ctx.graph.nodes):
-        if record(n).violation != "UC201" or base_name(n) == "scaled_dot_product_attention":
+        if record(n).violation != "UC201" or base_name(n) in _FUSED:
             continue
         terms: list[fx.Node] = []
         path: list[fx.Node] = []

@@ -66,11 +66,22 @@ class _LossInputs(TorchDispatchMode):
     """Records what each loss reads, as the kernels see it (the model's ``F.cross_entropy`` and
     generated code's ``aten.cross_entropy_loss`` both reach ``_log_softmax``)."""
 
+    supports_higher_order_operators = True  # flex_attention reaches the mode whole: run as it is
+
+    @classmethod
+    def is_infra_mode(cls) -> bool:
+        """Dynamo refuses to compile under a mode that is not torch's own, and flex_attention
+        compiles its operator's call even in eager (transformers compiles it too): the recording
+        lets it, and sees what the compiled call runs eagerly."""
+        return True
+
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[torch.Tensor] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return func(*args, **(kwargs or {}))
         if func.overloadpacket.__name__ in _LOSS_INPUTS and args and isinstance(args[0], torch.Tensor) \
                 and args[0].dim() >= 1:
             self.seen.append(args[0].detach().clone())
@@ -127,7 +138,12 @@ def new_dependencies(original: nn.Module, rewritten: nn.Module, example_inputs: 
         original.eval()
         rewritten.eval()
         with deterministic():
-            before = [_outputs(m, list(args), dict(kwargs)) for m in (original, rewritten)]
+            try:
+                before = [_outputs(m, list(args), dict(kwargs)) for m in (original, rewritten)]
+            except Exception as err:  # noqa: BLE001 (a kernel that refuses a dispatch mode: nothing measured)
+                # (transformers compiles its flex_attention itself, and Dynamo refuses the mode)
+                raise Unmeasured(f"the models do not run while their losses' inputs are recorded: "
+                                 f"{one_line(err)}") from None
             try:
                 after = [_outputs(m, *changed) for m in (original, rewritten)]
             except Exception as err:  # noqa: BLE001 (an input the model refuses changed: nothing measured)
