@@ -592,6 +592,33 @@ def test_flex_attention_logits_are_canonical() -> None:
     assert torch.isfinite(loss) and res.module.get_parameter("attn.gain").grad is not None
 
 
+def _llama_with(attention: str):  # type: ignore[no-untyped-def]
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+    cfg._attn_implementation = attention
+    idx = torch.randint(0, 64, (2, 16))
+    return LlamaForCausalLM(cfg), {"input_ids": idx, "labels": idx}
+
+
+@needs_hf
+def test_transformers_flex_attention_is_checked_and_rewritten() -> None:
+    """transformers' flex_attention integration compiles ``flex_attention`` itself: lint finds
+    what it finds with SDPA, and the GCT rewrite completes (the capture failed on meta; the
+    recording of the losses' inputs, a dispatch mode, made Dynamo refuse the compiled call)."""
+    model, inputs = _llama_with("flex_attention")
+    found = sorted(v.rule for v in lint(model, inputs).violations)
+    assert found == sorted(v.rule for v in lint(*_llama_with("sdpa")).violations) and "UC201" in found
+    res = rewrite(model, inputs)
+    assert res.complete and not res.gct.unhandled, res.gct.unhandled
+    assert sum(line.startswith("[attention] flex_attention") for line in res.gct.log) == 2, res.gct.log
+    assert infer_units(res.module, inputs).violations == []
+    with torch.no_grad():  # the original after the rewrite still runs its compiled attention
+        assert torch.isfinite(model.eval()(**inputs).loss)
+
+
 def test_logits_log_normalised_by_their_own_logsumexp() -> None:
     """BLT's patcher: ``Categorical(logits=aux(h)).entropy()`` computes ``x - logsumexp(x)``, then
     a softmax. The rewrite had put C on the logsumexp's argument alone and left the softmax
