@@ -63,6 +63,21 @@ def test_bad_model_type_and_field_are_clear_errors() -> None:
 
 
 @needs_hf
+def test_the_attention_implementation_is_set_by_name() -> None:
+    """``--set attn_implementation=flex_attention`` builds the model on that attention (a
+    constructor argument, not a config field); the lint then reads flex_attention's logits."""
+    from unitcheck.hf import HFError, build
+    from unitcheck.linter import lint
+
+    model, inputs = build("llama", {"attn_implementation": "flex_attention"})
+    assert model.config._attn_implementation == "flex_attention"
+    found = [v for v in lint(model, inputs).violations if v.rule == "UC201"]
+    assert found and all(v.node.startswith("flex_attention") for v in found)
+    with pytest.raises(HFError, match="attn_implementation must be one of eager, sdpa, flex_attention"):
+        build("llama", {"attn_implementation": "flash"})
+
+
+@needs_hf
 def test_near_names_get_a_did_you_mean() -> None:
     from unitcheck.hf import HFError, resolve_type
 

@@ -917,6 +917,19 @@ _CONFIG_BOOKKEEPING = {"transformers_version", "architectures", "_name_or_path",
                        "output_hidden_states", "return_dict", "torch_dtype", "dtype"}
 
 
+ATTENTION_KEY = "attn_implementation"  # not a config field: the constructor's argument (--set attn_implementation=...)
+_ATTENTION_CHOICES = ("eager", "sdpa", "flex_attention")
+
+
+def _attention_implementation(model_type: str, value: Any) -> str:
+    """The attention implementation ``--set attn_implementation=...`` asks for (transformers picks
+    SDPA where the model supports it, else eager): one a CPU runs."""
+    if value not in _ATTENTION_CHOICES:
+        raise HFError(f"hf:{model_type}: attn_implementation must be one of {', '.join(_ATTENTION_CHOICES)}, "
+                      f"not {value!r}")
+    return str(value)
+
+
 def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, Any], model_type: str) -> None:
     for dotted, value in overrides.items():
         parts = dotted.split(".")
@@ -930,6 +943,9 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
                 raise HFError(f"{model_type} config has no sub-config {part!r} (in --set {dotted})")
             target, node = sub, inner
         key = parts[-1]
+        if key == ATTENTION_KEY:
+            target[key] = _attention_implementation(model_type, value)
+            continue
         amap = getattr(node, "attribute_map", {}) or {}
         key = amap.get(key, key)
         known = set(_declared(type(node))) | set(vars(node))
