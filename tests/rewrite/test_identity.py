@@ -233,6 +233,30 @@ def test_flex_attention_regenerates_exactly_with_its_score_function() -> None:
     assert slopes.grad is not None and bool(slopes.grad.abs().sum() > 0)
 
 
+class CompiledChild(nn.Module):
+    """torchtitan's per-block compile: a child wrapped by ``torch.compile``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.mlp = torch.compile(nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mlp(self.ln(x))
+
+
+def test_a_compiled_submodule_is_compared_run_eagerly() -> None:
+    """Inductor's kernels round otherwise than the ops they fuse (the gradients differed by up
+    to 8e-6), and the generated module holds the ops: both models are compared run eagerly, and
+    a note names what the model compiles."""
+    torch.manual_seed(0)
+    model, x = CompiledChild(), torch.randn(2, 8, 16)
+    res = rewrite(model, x, to="identity")
+    assert any("runs mlp compiled (torch.compile)" in n for n in res.notes), res.notes
+    for training in (False, True):
+        assert differences(model, res.module, x, training) == []
+
+
 class CachedAnchors(nn.Module):
     """A method memoised with transformers' ``compile_compatible_method_lru_cache`` (RT-DETR's
     anchors), which skips its cache only while compiling."""

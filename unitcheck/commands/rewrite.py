@@ -91,6 +91,7 @@ def _left(result: Any, after: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ..linter import lint
     from ..rewrite.api import RewriteError, rewrite, write_rewrite
+    from ..rewrite.equal import compiled_note
 
     _check_out_dir(args.out)
     loaded = load(args, real=True)  # the rewrite keeps the model's weights
@@ -139,8 +140,9 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"  dropped (normaliser gains and unused buffers): {', '.join(g.dropped)}")
         lines.append(f"  lint: {before['violations']} violation(s) before, {after['violations']} after")
         if args.to == "identity":
-            lines.append("  complete: equal to the original bit for bit (eval and train: outputs, gradients, buffers)"
-                         if complete else "  INCOMPLETE: the generated module differs from the original:")
+            run = " run eagerly" if compiled_note(loaded.model) else ""  # its compiled parts (the note says)
+            lines.append(f"  complete: equal to the original{run} bit for bit (eval and train: outputs, gradients, "
+                         "buffers)" if complete else "  INCOMPLETE: the generated module differs from the original:")
         elif complete:
             lines.append("  complete: every residual add and interface rewritten, zero violations left")
         else:

@@ -16,6 +16,7 @@ from ..declarations import resolve_declarations
 from ..tracer import uncompiled
 from ..units import Unit
 from .codegen import generate, render_source, structured_inputs
+from .equal import compiled_note
 from .gct import GCTResult, RewriteError, gct_graph
 from .variants import capture
 
@@ -79,6 +80,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
     if to not in TARGETS:
         raise RewriteError(f"unknown rewrite target {to!r}: choose from {', '.join(TARGETS)}")
     t0 = time.perf_counter()
+    compiled = compiled_note(model)
     model = uncompiled(model)
     caps = capture(model, example_inputs)
     if to == "identity":
@@ -134,7 +136,7 @@ def rewrite(model: nn.Module, example_inputs: Any, nvfp4: str | None = None,
             ug = infer_units(module, example_inputs)
         left = ug.violations
     module.load_state_dict(gen.root.state_dict())
-    notes: list[str] = []
+    notes: list[str] = [compiled] if compiled else []
     if to == "gct":
         from .mixing import Unmeasured, new_dependencies
 

@@ -21,7 +21,7 @@ from ..oracle.interp import seeded
 from ..tracer import normalise_inputs
 from .outputs import declared
 
-__all__ = ["deterministic", "differences", "MODES"]
+__all__ = ["compiled_note", "deterministic", "differences", "MODES"]
 
 MODES = ("eval", "train")
 
@@ -118,6 +118,17 @@ def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, 
     return []
 
 
+def compiled_note(model: nn.Module) -> str | None:
+    """What a note says of the modules the model runs compiled (``torch.compile``; None: none)."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    compiled = [name or "<root>" for name, m in model.named_modules() if isinstance(m, OptimizedModule)]
+    if not compiled:
+        return None
+    return (f"the model runs {', '.join(compiled)} compiled (torch.compile): the generated module runs the same "
+            "ops eagerly, and the null rewrite compares both models run eagerly (inductor's kernels round otherwise)")
+
+
 @contextlib.contextmanager
 def deterministic() -> Iterator[None]:
     """Kernels that give the same bits on every run, for the span of a comparison. A CPU
@@ -159,7 +170,8 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
                  seed: int) -> list[str]:
     args, kwargs = normalise_inputs(example_inputs)
     mode = "train" if training else "eval"
-    with flex.on_any_device():  # its eager reference has a backward on CPU
+    # flex_attention's eager reference has a backward on CPU; a compiled region runs as its ops
+    with flex.on_any_device(), torch.compiler.set_stance("force_eager"):
         try:
             out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
         except Exception as err:  # a check of the model's own (a capture on meta deferred it)
