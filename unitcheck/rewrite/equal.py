@@ -170,8 +170,11 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
                  seed: int) -> list[str]:
     args, kwargs = normalise_inputs(example_inputs)
     mode = "train" if training else "eval"
-    # flex_attention's eager reference has a backward on CPU; a compiled region runs as its ops
-    with flex.on_any_device(), torch.compiler.set_stance("force_eager"):
+    # flex_attention's eager reference has a backward on CPU; a model's compiled modules run as
+    # their ops (only there: forced eager, flex_attention's own compiled call would lose the
+    # tensors its score function reads, and their gradients)
+    eager = torch.compiler.set_stance("force_eager") if compiled_note(original) else contextlib.nullcontext()
+    with flex.on_any_device(), eager:
         try:
             out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)
         except Exception as err:  # a check of the model's own (a capture on meta deferred it)
