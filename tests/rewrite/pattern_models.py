@@ -1599,3 +1599,58 @@ class FlexAttentionBlock(nn.Module):
 
 def flex_attention_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, FlexAttentionBlock, None)
+
+
+class DepthRoutedBlock(nn.Module):
+    """Mixture-of-Depths: a router scores each token, the top half goes through the block, and the
+    block's update, gated by the sigmoid of the gathered router score, is scattered back into the
+    stream (``scatter_add``)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(cfg.n_embd, 1)
+        self.ln = nn.LayerNorm(cfg.n_embd)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        w = self.router(x).squeeze(-1)
+        top = torch.topk(w, T // 2, dim=1).indices.sort(dim=1).values
+        idx = top[..., None].expand(B, T // 2, D)
+        sel = torch.gather(x, 1, idx)
+        update = self.mlp(self.ln(sel)) * torch.sigmoid(torch.gather(w, 1, top))[..., None]
+        return x.scatter_add(1, idx, update)
+
+
+class GatedResidualMLP(nn.Module):
+    """A scalar gate per token on the MLP's update (highway-style): ``sigmoid(Linear(d, 1)(x))``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.gate = nn.Linear(cfg.n_embd, 1)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(x) * torch.sigmoid(self.gate(x))
+
+
+class DepthRoutedLM(SplitKeyLM):
+    """The routed block is the stream's update itself (it returns the stream with the chosen
+    tokens' updates added), then a plain MLP block."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, scatter=False)
+        self.routed = DepthRoutedBlock(cfg)
+
+    def trunk(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.routed(self.embed(idx))
+        x = x + self.mlp(self.ln2(x))
+        return self.norm(x)  # type: ignore[no-any-return]
+
+
+def depth_routed_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(DepthRoutedLM)
+
+
+def scalar_gated_lm():  # type: ignore[no-untyped-def]
+    return _tiny_lm(_split_key_variant, None, GatedResidualMLP)

@@ -135,13 +135,15 @@ def test_an_in_place_substitution_whose_rows_agree_once_the_decay_is_dimensionle
     different units into a value that is not a fresh tensor, only because its decay's argument
     has a unit. The activations rule makes that argument dimensionless, after which the rows
     agree: the rewrite lints clean and is complete (it was refused, "slices with different units
-    written into a value that is not a fresh tensor", though nothing was left)."""
+    written into a value that is not a fresh tensor", though nothing was left). The decay's
+    projection is one wide (a decay per token): C of its one value would be its sign, so it is made
+    dimensionless as a router's projection."""
     model, inputs = delta_rule_lm()
     assert ("UC101", "layers.0.mixer", "aten.slice_scatter.default") in {
         (v.rule, v.module, v.op) for v in lint(model, inputs).violations}
     res = rewrite(model, inputs)
     assert res.complete and not res.gct.unhandled, res.gct.unhandled
-    assert any(line.startswith("[activations] softplus(linear@layers.0.mixer.a_proj)") for line in res.gct.log)
+    assert any(line.startswith("[router_logits] linear@layers.0.mixer.a_proj") for line in res.gct.log), res.gct.log
     assert infer_units(res.module, inputs).violations == []
     assert torch.isfinite(res.module(*inputs)[1])
 
@@ -617,6 +619,38 @@ def test_transformers_flex_attention_is_checked_and_rewritten() -> None:
     assert infer_units(res.module, inputs).violations == []
     with torch.no_grad():  # the original after the rewrite still runs its compiled attention
         assert torch.isfinite(model.eval()(**inputs).loss)
+
+
+def test_a_scalar_gate_is_a_dimensionless_projection_not_the_sign_of_its_logit() -> None:
+    """``mlp(x) * sigmoid(Linear(d, 1)(x))``: the activation rule put C on the gate's logit, a
+    single value, whose C is its sign: the gate became sigmoid(+-1), and the rewrite said it was
+    complete. The gate's projection is made dimensionless instead, as a router's."""
+    from .pattern_models import scalar_gated_lm
+
+    model, inputs = scalar_gated_lm()
+    res = rewrite(model, inputs)
+    assert res.complete, (res.gct.unhandled, res.violations_left)
+    assert [line for line in res.gct.log if line.startswith("[router_logits] linear@mlp.gate")], res.gct.log
+    assert not [line for line in res.gct.log if line.startswith("[activations] sigmoid")], res.gct.log
+    from unitcheck.fxutil import base_name
+    from unitcheck.tracer import trace
+
+    sigmoid = [n for n in trace(res.module, inputs).graph.nodes if base_name(n) == "sigmoid"]
+    assert sigmoid and all(base_name(n.args[0]) != "rms_norm" for n in sigmoid)  # not C of one value
+
+
+def test_a_depth_routed_blocks_router_score_is_not_canonical_over_the_chosen_tokens() -> None:
+    """Mixture-of-Depths gates each chosen token's update by ``sigmoid(gather(router(x), 1,
+    top))``: C over that gather's last axis normalised over the chosen tokens (the rewrite mixed
+    positions). The router's projection is made dimensionless; the scattered update into the
+    stream (``scatter_add``) is named as left, not rewritten."""
+    from .pattern_models import depth_routed_lm
+
+    model, inputs = depth_routed_lm()
+    res = rewrite(model, inputs)
+    assert not res.gct.unhandled, res.gct.unhandled  # no mixed positions
+    assert [line for line in res.gct.log if line.startswith("[router_logits] linear@routed.router")], res.gct.log
+    assert [v.node for v in res.violations_left] == ["scatter_add"], res.violations_left
 
 
 def test_logits_log_normalised_by_their_own_logsumexp() -> None:

@@ -833,6 +833,7 @@ def activations(ctx: RewriteContext) -> None:
     Parameter terms combined with ``a`` stay (``sigmoid(C(g) * s^2)``, ``softplus(C(dt) +
     dt_bias)``): the lint then binds each to the unit that keeps the argument dimensionless."""
     done: set[fx.Node] = set()
+    routers: set[fx.Node] = set()  # projections made dimensionless for the activations that read them
     canon: dict[fx.Node, tuple[fx.Node, fx.Node]] = {}  # a pre-activation -> (what C reads, C(a))
     memo: dict[fx.Node, bool] = {}
     for n in list(ctx.graph.nodes):
@@ -867,9 +868,12 @@ def activations(ctx: RewriteContext) -> None:
             continue
         done.add(a)
         routed = _selected_projection(a)
-        if routed is not None:  # C over a -inf fill is NaN: the router's logits become dimensionless
-            if routed not in done:
-                done.add(routed)
+        if routed is None:
+            routed = _score_projection(a)
+        if routed is not None:  # C over a -inf fill is NaN, over one value its sign, over the positions a
+            # gather chose a mix of tokens: the projection's logits become dimensionless instead
+            if routed not in routers:
+                routers.add(routed)
                 _dimensionless_router(ctx, routed, [])
             continue
         read = _under_masking_fill(a)
@@ -1031,6 +1035,25 @@ def _selected_projection(node: Any) -> fx.Node | None:
         else:
             break
     return node if selected and isinstance(node, fx.Node) and base_name(node) == "linear" else None
+
+
+_CHOOSE_POSITIONS = ("gather", "take_along_dim", "index_select")
+
+
+def _score_projection(node: Any) -> fx.Node | None:
+    """The projection to one value per token that an activation reads (a scalar gate on an update,
+    Mixture-of-Depths' router score), through moves and a choice of positions (``gather(w, 1,
+    top)``); None otherwise. C over its last axis would be C over one value, or over the chosen
+    tokens."""
+    while isinstance(node, fx.Node):
+        name = base_name(node)
+        if name in _CHOOSE_POSITIONS or (name in MOVEMENT_OPS and name != "getitem"):
+            node = node.args[0]
+        else:
+            break
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    one_wide = isinstance(val, torch.Tensor) and val.dim() > 0 and val.shape[-1] == 1
+    return node if one_wide and base_name(node) == "linear" else None  # type: ignore[arg-type]
 
 
 def _stacked_projections(node: Any) -> tuple[fx.Node | None, list[fx.Node] | None]:
