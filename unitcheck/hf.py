@@ -2892,8 +2892,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         try:
             cfg = make_config(model_type, overrides, plan)
         except HFError as err:
-            if "no field" in str(err) or "no sub-config" in str(err):
-                raise
+            if "no field" in str(err) or "no sub-config" in str(err) or f"{ATTENTION_KEY} must be" in str(err):
+                raise  # the user's --set, not the plan
             config_errors.append(str(err))
             tried.append(f"{plan.name}: {err}")
             continue
