@@ -1654,3 +1654,31 @@ def depth_routed_lm():  # type: ignore[no-untyped-def]
 
 def scalar_gated_lm():  # type: ignore[no-untyped-def]
     return _tiny_lm(_split_key_variant, None, GatedResidualMLP)
+
+
+class DocumentMaskedAttention(nn.Module):
+    """flex_attention with a block mask built from an input: each token attends causally within
+    its own document (``create_block_mask`` over a mask function reading the document ids)."""
+
+    def __init__(self, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, docs: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+
+        def same_document_causal(b, h, i, j):  # type: ignore[no-untyped-def]
+            return (docs[b, i] == docs[b, j]) & (i >= j)
+
+        mask = create_block_mask(same_document_causal, B, None, T, T, device=x.device)
+        return self.out(flex_attention(q, k, v, block_mask=mask).transpose(1, 2).reshape(B, T, C))  # type: ignore[no-any-return]
+
+
+def documents(*lengths: int) -> torch.Tensor:
+    """Document ids of two examples made of documents of these lengths."""
+    return torch.cat([torch.full((2, n), i) for i, n in enumerate(lengths)], 1)

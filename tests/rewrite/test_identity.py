@@ -233,6 +233,19 @@ def test_flex_attention_regenerates_exactly_with_its_score_function() -> None:
     assert slopes.grad is not None and bool(slopes.grad.abs().sum() > 0)
 
 
+def test_flex_attention_with_a_document_mask_follows_its_input() -> None:
+    """A block mask built from an input (document ids) is computed in the generated module, not
+    frozen from the example: equal on another layout of documents too."""
+    from .pattern_models import DocumentMaskedAttention, documents
+
+    torch.manual_seed(0)
+    model, x = DocumentMaskedAttention(), torch.randn(2, 16, 16)
+    res = rewrite(model, (x, documents(6, 10)), to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, (x, documents(6, 10)), training) == []
+    assert differences(model, res.module, (x, documents(3, 5, 8)), False) == []
+
+
 class CompiledChild(nn.Module):
     """torchtitan's per-block compile: a child wrapped by ``torch.compile``."""
 
