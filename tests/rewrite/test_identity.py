@@ -246,6 +246,30 @@ def test_flex_attention_with_a_document_mask_follows_its_input() -> None:
     assert differences(model, res.module, (x, documents(3, 5, 8)), False) == []
 
 
+class NoBackwardHere(nn.Module):
+    """A kernel with no backward on this device, as transformers' compiled flex_attention on CPU:
+    the forward refuses gradients when it runs for real."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and not torch.compiler.is_exporting():
+            raise RuntimeError("no backward on this device")
+        return self.proj(x)
+
+
+def test_a_model_without_gradients_here_is_told_apart_from_one_that_fails() -> None:
+    from unitcheck.errors import UsageError
+
+    model, x = NoBackwardHere(), torch.randn(2, 8)
+    res = rewrite(model, x, to="identity")
+    with pytest.raises(UsageError, match=r"cannot compute gradients here in eval mode \(its forward with gradients "
+                                         r"fails: RuntimeError: no backward on this device; without them it runs\)"):
+        differences(model, res.module, x, False)
+
+
 class CompiledChild(nn.Module):
     """torchtitan's per-block compile: a child wrapped by ``torch.compile``."""
 
