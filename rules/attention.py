@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from unitcheck import flex
 from unitcheck.fxutil import base_name
 from unitcheck.graphs import users_through_views
 from unitcheck.registry import method, rule
@@ -36,7 +37,7 @@ def sdpa(ctx: RuleContext) -> UnitValue:
     return _fused_attention(ctx, [] if mask is None else [mask])
 
 
-@rule(torch.ops.higher_order.flex_attention)
+@rule(flex.OP)
 def flex_attention(ctx: RuleContext) -> UnitValue:
     """
     What it does: ``flex_attention`` needs dimensionless logits u(q) + u(k) (UC201), and every
@@ -48,7 +49,7 @@ def flex_attention(ctx: RuleContext) -> UnitValue:
     unnormalised q, k.
     Fix: canonicalise q and k per head; a bias table in logit units (dimensionless).
     """
-    buffers = ctx.arg(7, "score_mod_other_buffers") or ()
+    buffers = ctx.arg(flex.SCORE_BUFFERS, "score_mod_other_buffers") or ()
     return _fused_attention(ctx, [b for b in buffers if isinstance(b, torch.fx.Node)])
 
 

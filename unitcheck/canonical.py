@@ -113,8 +113,8 @@ def _per_row(gain: torch.Tensor, x: torch.Tensor) -> bool:
     """A gain constant over the last axis that scales rows of x without broadcasting x wider."""
     rows = torch.Size((*x.shape[:-1], 1))
     try:
-        return gain.dim() <= x.dim() and torch.broadcast_shapes(gain.shape, rows) == rows
-    except RuntimeError:
+        return torch.broadcast_shapes(gain.shape, rows) == rows
+    except RuntimeError:  # not broadcastable at all
         return False
 
 
@@ -174,13 +174,14 @@ def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1,
     last and back, and the product by ``gain`` after it; eager training with autograd uses the
     fused backward, for a gain constant over each row (one per head) in the same kernel."""
     if gain is not None:
-        if _tracing() and _last(dim, x):
+        if not _last(dim, x):
+            return canonical(x, eps, dim) * gain
+        if _tracing():
             with _marked("canonical"):  # one call with its gain, which code generation writes back whole
                 return canonical(x, eps) * gain
-        if _tracing() or not _last(dim, x) or not _per_row(gain, x) or not torch.is_grad_enabled() \
-                or not (x.requires_grad or gain.requires_grad):
-            return canonical(x, eps, dim) * gain
-        return _ScaledCanonical.apply(x, gain, eps)  # type: ignore[no-any-return]
+        if _per_row(gain, x) and torch.is_grad_enabled() and (x.requires_grad or gain.requires_grad):
+            return _ScaledCanonical.apply(x, gain, eps)  # type: ignore[no-any-return]
+        return canonical(x, eps) * gain
     if not _last(dim, x):
         return _moved(canonical, "canonical", dim, (x,), eps)
     if not _tracing():

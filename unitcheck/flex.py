@@ -14,7 +14,13 @@ import torch.fx as fx
 
 from .fake_kernels import swapped
 
-__all__ = ["on_any_device", "buffer_index", "buffers_indexed_as_captured"]
+__all__ = ["OP", "SCORE_MOD", "BLOCK_MASK", "SCALE", "SCORE_BUFFERS", "on_any_device", "buffer_index",
+           "buffers_indexed_as_captured"]
+
+OP = torch.ops.higher_order.flex_attention
+# where the operator takes (q, k, v, score_mod, block_mask, scale, kernel_options, score_mod_other_buffers,
+# mask_mod_other_buffers); the block mask is a tuple whose last item is its mask function
+SCORE_MOD, BLOCK_MASK, SCALE, SCORE_BUFFERS = 3, 4, 5, 7
 
 
 @contextlib.contextmanager
@@ -48,10 +54,9 @@ def buffers_indexed_as_captured(gm: fx.GraphModule) -> None:
     """Lowering (``run_decompositions``) writes the buffer reads of every flex_attention score and
     mask function as ``aten.index``; they become :func:`buffer_index` again, so that gradients
     reach a learned bias the function reads (a relative-position table)."""
-    op = getattr(torch.ops.higher_order, "flex_attention", None)
-    for node in gm.graph.find_nodes(op="call_function", target=op) if op is not None else []:
-        block_mask = node.args[4] if len(node.args) > 4 else ()
-        functions = [(node.args[3], _SCORE_ARGS)]
+    for node in gm.graph.find_nodes(op="call_function", target=OP):
+        block_mask = node.args[BLOCK_MASK] if len(node.args) > BLOCK_MASK else ()
+        functions = [(node.args[SCORE_MOD], _SCORE_ARGS)]
         if isinstance(block_mask, tuple) and block_mask:
             functions.append((block_mask[-1], _MASK_ARGS))
         for attr, own in functions:

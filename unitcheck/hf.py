@@ -51,6 +51,11 @@ class HFError(UnitcheckError, ValueError):
     """A bad model type, a bad config key or value, a type that cannot be built, or transformers missing."""
 
 
+class OverrideError(HFError):
+    """A ``--set`` the config cannot take (no such field, a value out of its choices): the user's
+    error, whatever the size plan, so no other plan is tried."""
+
+
 # The sizes a shrunk model aims at: each (sub-)config's main width becomes WIDTH and every size
 # field scales with it; attention gets HEADS heads of HEAD_DIM; stacks get LAYERS layers.
 SMALL_DEFAULTS: dict[str, Any] = {
@@ -925,7 +930,7 @@ def _attention_implementation(model_type: str, value: Any) -> str:
     """The attention implementation ``--set attn_implementation=...`` asks for (transformers picks
     SDPA where the model supports it, else eager): one a CPU runs."""
     if value not in _ATTENTION_CHOICES:
-        raise HFError(f"hf:{model_type}: attn_implementation must be one of {', '.join(_ATTENTION_CHOICES)}, "
+        raise OverrideError(f"hf:{model_type}: attn_implementation must be one of {', '.join(_ATTENTION_CHOICES)}, "
                       f"not {value!r}")
     return str(value)
 
@@ -940,7 +945,7 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
                 # a sub-config the plan left as it is: set from its own values (SAM 2's backbone)
                 sub = target[part] = {k: v for k, v in inner.to_dict().items() if k not in _CONFIG_BOOKKEEPING}
             if not isinstance(sub, dict) or inner is None:
-                raise HFError(f"{model_type} config has no sub-config {part!r} (in --set {dotted})")
+                raise OverrideError(f"{model_type} config has no sub-config {part!r} (in --set {dotted})")
             target, node = sub, inner
         key = parts[-1]
         if key == ATTENTION_KEY:
@@ -950,7 +955,7 @@ def _apply_overrides(kwargs: dict[str, Any], cfg: Any, overrides: Mapping[str, A
         key = amap.get(key, key)
         known = set(_declared(type(node))) | set(vars(node))
         if key not in known:
-            raise HFError(f"{model_type} config has no field {parts[-1]!r}")
+            raise OverrideError(f"{model_type} config has no field {parts[-1]!r}")
         declared = None
         if dataclasses.is_dataclass(node):
             declared = next((f.type for f in dataclasses.fields(node) if f.name == key), None)
@@ -2891,9 +2896,9 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
         failures: set[str] = set()
         try:
             cfg = make_config(model_type, overrides, plan)
+        except OverrideError:
+            raise
         except HFError as err:
-            if "no field" in str(err) or "no sub-config" in str(err) or f"{ATTENTION_KEY} must be" in str(err):
-                raise  # the user's --set, not the plan
             config_errors.append(str(err))
             tried.append(f"{plan.name}: {err}")
             continue

@@ -118,11 +118,16 @@ def differences(original: nn.Module, generated: nn.Module, example_inputs: Any, 
     return []
 
 
-def compiled_note(model: nn.Module) -> str | None:
-    """What a note says of the modules the model runs compiled (``torch.compile``; None: none)."""
+def _compiled_modules(model: nn.Module) -> list[str]:
+    """The paths of the modules the model runs compiled (``torch.compile``)."""
     from torch._dynamo.eval_frame import OptimizedModule
 
-    compiled = [name or "<root>" for name, m in model.named_modules() if isinstance(m, OptimizedModule)]
+    return [name or "<root>" for name, m in model.named_modules() if isinstance(m, OptimizedModule)]
+
+
+def compiled_note(model: nn.Module) -> str | None:
+    """What a note says of the modules the model runs compiled (None: none)."""
+    compiled = _compiled_modules(model)
     if not compiled:
         return None
     return (f"the model runs {', '.join(compiled)} compiled (torch.compile): the generated module runs the same "
@@ -173,7 +178,7 @@ def _differences(original: nn.Module, generated: nn.Module, example_inputs: Any,
     # flex_attention's eager reference has a backward on CPU; a model's compiled modules run as
     # their ops (only there: forced eager, flex_attention's own compiled call would lose the
     # tensors its score function reads, and their gradients)
-    eager = torch.compiler.set_stance("force_eager") if compiled_note(original) else contextlib.nullcontext()
+    eager = torch.compiler.set_stance("force_eager") if _compiled_modules(original) else contextlib.nullcontext()
     with flex.on_any_device(), eager:
         try:
             out_a, grad_a, buf_a = _step(original, args, kwargs, training, seed)

@@ -34,7 +34,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from .. import opaque
+from .. import flex, opaque
 from ..canonical import canonical, orthogonal
 from ..errors import UnitcheckError
 from ..fxutil import (
@@ -133,7 +133,8 @@ def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
     return None
 
 
-_ATTENTION = {"scaled_dot_product_attention", "softmax", "_softmax", "_safe_softmax", "flex_attention"}
+_FUSED = ("scaled_dot_product_attention", "flex_attention")  # attention whose logits the graph does not show
+_ATTENTION = {*_FUSED, "softmax", "_softmax", "_safe_softmax"}
 
 
 def _branch_nodes(part: fx.Node, stream: fx.Node) -> set[fx.Node]:
@@ -153,7 +154,7 @@ def _attends(node: fx.Node) -> bool:
     """Fused attention, or a softmax whose weights multiply values (an MoE router's softmax
     feeds a top-k instead)."""
     name = base_name(node)
-    if name in ("scaled_dot_product_attention", "flex_attention"):
+    if name in _FUSED:
         return True
     return name in _ATTENTION and any(base_name(u) in ("matmul", "bmm", "einsum", "mm", "baddbmm")
                                       for u in users_through_views(node))
@@ -476,8 +477,6 @@ def branch_normalisers(ctx: RewriteContext) -> None:
             ctx.note("branch_normalisers", describe(u), "identity on the canonical stream (gain dropped)")
 
 
-_FUSED = ("scaled_dot_product_attention", "flex_attention")  # attention whose logits the graph does not show
-_FLEX_SCALE = 5  # flex_attention's operator takes (q, k, v, score_mod, block_mask, scale, ...)
 
 
 def attention(ctx: RewriteContext) -> None:
@@ -512,7 +511,7 @@ def attention(ctx: RewriteContext) -> None:
         args[0], args[1] = qg, ck
         kwargs = dict(n.kwargs)
         if base_name(n) == "flex_attention":
-            args[_FLEX_SCALE] = 1.0 / math.sqrt(dh)
+            args[flex.SCALE] = 1.0 / math.sqrt(dh)
         else:
             kwargs["scale"] = 1.0 / math.sqrt(dh)
         n.args, n.kwargs = tuple(args), kwargs
@@ -867,11 +866,8 @@ def activations(ctx: RewriteContext) -> None:
             _declare_terms(ctx, n, terms, "parameter terms")
             continue
         done.add(a)
-        routed = _selected_projection(a)
-        if routed is None:
-            routed = _score_projection(a)
-        if routed is not None:  # C over a -inf fill is NaN, over one value its sign, over the positions a
-            # gather chose a mix of tokens: the projection's logits become dimensionless instead
+        routed = _gate_projection(a)
+        if routed is not None:  # the projection's logits become dimensionless instead
             if routed not in routers:
                 routers.add(routed)
                 _dimensionless_router(ctx, routed, [])
@@ -1017,10 +1013,18 @@ def _filled(value: Any) -> bool:
     return scalar(value) or isinstance(value, fx.Node) and base_name(value) in ("scalar_tensor", "full", "full_like", "new_full")
 
 
-def _selected_projection(node: Any) -> fx.Node | None:
-    """The router projection whose top-k values a gate reads placed back into a constant fill
-    (Llama 4's ``full_like(logits, -inf).scatter_(1, idx, top)``, then sigmoid), through moves
-    and casts; None unless such a selection lies on the way."""
+_CHOOSE_POSITIONS = ("gather", "take_along_dim", "index_select")
+
+
+def _gate_projection(node: Any) -> fx.Node | None:
+    """The projection a gate reads where C of the gate's argument would be wrong, through moves
+    and casts; None otherwise:
+
+    - top-k values placed back into a constant fill (Llama 4's ``full_like(logits,
+      -inf).scatter_(1, idx, top)``, then sigmoid): C over the fill is NaN;
+    - one value per token (a scalar gate on an update, Mixture-of-Depths' router score), also
+      through a choice of positions (``gather(w, 1, top)``): C of one value is its sign, and C
+      over the chosen positions mixes tokens."""
     selected = False
     while isinstance(node, fx.Node):
         name = base_name(node)
@@ -1030,30 +1034,15 @@ def _selected_projection(node: Any) -> fx.Node | None:
         elif name == "getitem" and node.args[1] == 0 and isinstance(node.args[0], fx.Node) \
                 and base_name(node.args[0]) == "topk":
             node, selected = node.args[0].args[0], True
-        elif name in MOVEMENT_OPS and name != "getitem":
+        elif name in _CHOOSE_POSITIONS or (name in MOVEMENT_OPS and name != "getitem"):
             node = node.args[0]
         else:
             break
-    return node if selected and isinstance(node, fx.Node) and base_name(node) == "linear" else None
-
-
-_CHOOSE_POSITIONS = ("gather", "take_along_dim", "index_select")
-
-
-def _score_projection(node: Any) -> fx.Node | None:
-    """The projection to one value per token that an activation reads (a scalar gate on an update,
-    Mixture-of-Depths' router score), through moves and a choice of positions (``gather(w, 1,
-    top)``); None otherwise. C over its last axis would be C over one value, or over the chosen
-    tokens."""
-    while isinstance(node, fx.Node):
-        name = base_name(node)
-        if name in _CHOOSE_POSITIONS or (name in MOVEMENT_OPS and name != "getitem"):
-            node = node.args[0]
-        else:
-            break
-    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    if not isinstance(node, fx.Node) or base_name(node) != "linear":
+        return None
+    val = node.meta.get("val")
     one_wide = isinstance(val, torch.Tensor) and val.dim() > 0 and val.shape[-1] == 1
-    return node if one_wide and base_name(node) == "linear" else None  # type: ignore[arg-type]
+    return node if selected or one_wide else None
 
 
 def _stacked_projections(node: Any) -> tuple[fx.Node | None, list[fx.Node] | None]:
