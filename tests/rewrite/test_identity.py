@@ -447,6 +447,22 @@ def test_a_users_attention_mask_keeps_every_mask() -> None:
 
 
 @needs_hf
+def test_a_required_attention_mask_is_built_with_padding_so_both_paths_keep_it() -> None:
+    """hf:idefics2_perceiver requires its attention mask. Built full, eager dropped it and the
+    capture (refused eager's path: the mask is an input) kept it, so the null rewrite was equal
+    to rounding only (the latents' gradient by 4e-9). The built mask pads the tail of its last
+    row, and the two paths are the same computation."""
+    from unitcheck.hf import build as hf_build
+
+    model, inputs = hf_build("idefics2_perceiver")
+    mask = inputs["attention_mask"]
+    assert bool(mask[0].all()) and not bool(mask[-1].all()) and bool(mask[-1, 0])
+    res = rewrite(model, inputs, to="identity")
+    for training in (False, True):
+        assert differences(model, res.module, inputs, training) == []
+
+
+@needs_hf
 @pytest.mark.slow  # about 45 s: export unrolls the rule's loops three times (eval, training, dtype)
 def test_a_library_that_computes_otherwise_when_exported_is_regenerated_as_in_eager() -> None:
     """Qwen3.5's gated-delta rule solves its triangular systems with ``solve_triangular`` in
