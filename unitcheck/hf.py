@@ -2264,7 +2264,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             count = int(images.shape[0]) if isinstance(images, torch.Tensor) and images.dim() == 4 else batch
             out[name] = _grid_rows(name, _patch_side(cfg, inputs), count)
         elif low.endswith("mask"):
-            out[name] = torch.ones(batch, n, dtype=torch.long)
+            out[name] = _mask(name, (batch, n), torch.long)
         elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
             out[name] = _full_lengths(name, inputs, cfg, batch, seq)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
@@ -2531,7 +2531,9 @@ def _with_shapes(inputs: Mapping[str, Any], shaped: tuple[tuple[str, tuple[int, 
     out = dict(inputs)
     for name, shape in shaped:
         old = out.get(name)
-        if old is None:  # a mask the inputs left out: every position kept
+        if name in _TOKEN_MASKS and len(shape) == 2:
+            out[name] = _mask(name, (shape[0], shape[1]), torch.long if old is None else old.dtype)
+        elif old is None:  # a mask the inputs left out: every position kept
             out[name] = torch.ones(shape, dtype=torch.long)
         elif old.is_floating_point():
             out[name] = torch.randn(shape, generator=g, dtype=old.dtype)

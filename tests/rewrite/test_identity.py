@@ -447,14 +447,16 @@ def test_a_users_attention_mask_keeps_every_mask() -> None:
 
 
 @needs_hf
-def test_a_required_attention_mask_is_built_with_padding_so_both_paths_keep_it() -> None:
-    """hf:idefics2_perceiver requires its attention mask. Built full, eager dropped it and the
-    capture (refused eager's path: the mask is an input) kept it, so the null rewrite was equal
-    to rounding only (the latents' gradient by 4e-9). The built mask pads the tail of its last
-    row, and the two paths are the same computation."""
+@pytest.mark.parametrize("arch", ["idefics2_perceiver", "muse_glimmer_assistant"])
+def test_a_required_attention_mask_is_built_with_padding_so_both_paths_keep_it(arch: str) -> None:
+    """These require an attention mask (the second one named by its failure, then widened).
+    Built full, eager dropped it and the capture (refused eager's path: the mask is an input)
+    kept it, so the null rewrite was equal to rounding only (idefics2_perceiver's latents'
+    gradient by 4e-9). A built token mask pads the tail of its last row, and the two paths are
+    the same computation."""
     from unitcheck.hf import build as hf_build
 
-    model, inputs = hf_build("idefics2_perceiver")
+    model, inputs = hf_build(arch)
     mask = inputs["attention_mask"]
     assert bool(mask[0].all()) and not bool(mask[-1].all()) and bool(mask[-1, 0])
     res = rewrite(model, inputs, to="identity")
