@@ -607,7 +607,7 @@ def test_an_input_is_remade_at_the_shape_its_first_layer_asks_for() -> None:
 
 
 def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
-    from unitcheck.hf import _reshaped
+    from unitcheck.hf.shapes import _reshaped
 
     inputs = {"x": torch.zeros(2, 16, 70), "ids": torch.zeros(2, 16, dtype=torch.long)}
     conv = "Given groups=1, weight of size [32, 1, 7], expected input[2, 16, 70] to have 1 channels, but got 16 channels"
@@ -632,7 +632,7 @@ def test_a_projection_between_two_layers_gets_the_width_the_first_makes() -> Non
     "[32, 256] X [472, 344]" names no input, so the config field as wide as the projection reads
     becomes as wide as it was given. Where an input is the operand shown, the input is remade
     instead, and the config is left alone."""
-    from unitcheck.hf import _repair
+    from unitcheck.hf.repair import _repair
 
     cfg = SimpleNamespace(hidden_size=64, intermediate_size=472, projector_input_dim=344, num_channels=3)
     why = "RuntimeError: a and b must have same reduction dim, but got [32, 256] X [472, 344]."
@@ -645,7 +645,7 @@ def test_a_projection_between_two_layers_gets_the_width_the_first_makes() -> Non
 def test_a_mask_made_from_the_queries_alone_is_given_as_long_as_the_keys() -> None:
     """DFlash (Muse Glimmer's assistant) prepends context states to its keys but makes its mask
     from the queries: a traced run cannot skip it, so a padding mask as long as the keys is given."""
-    from unitcheck.hf import _reshaped, _with_shapes
+    from unitcheck.hf.shapes import _reshaped, _with_shapes
 
     why = ("RuntimeError: Attempting to broadcast a dimension of length 32 at -1! Mismatching argument at index 1 "
            "had torch.Size([2, 1, 32, 32]); but expected shape should be broadcastable to [2, 4, 32, 64] "
@@ -654,7 +654,10 @@ def test_a_mask_made_from_the_queries_alone_is_given_as_long_as_the_keys() -> No
     inputs = {"noise_embeds": torch.zeros(2, 32, 64)}
     assert _reshaped(why, inputs) == [("attention_mask", (2, 64))]
     mask = _with_shapes(inputs, (("attention_mask", (2, 64)),), 0)["attention_mask"]
-    assert mask.dtype == torch.long and bool((mask == 1).all())
+    # a token mask: the first row whole, the last quarter of the last row padded (so eager keeps
+    # the mask as the exported path does)
+    assert mask.dtype == torch.long and bool((mask[0] == 1).all())
+    assert mask[-1].tolist() == [1] * 48 + [0] * 16
 
 
 @needs_hf
@@ -750,7 +753,7 @@ def test_media_tokens_where_the_tower_asks_for_another_shape_or_for_values(devic
     """The image-token count comes from the tower: at the shape its first layer asks for (its
     own error says so), and from a zeroed CPU copy where fake tensors cannot count (sizes read
     from values)."""
-    from unitcheck.hf import _media_text
+    from unitcheck.hf.media import _media_text
 
     ids = torch.arange(16).reshape(2, 8)
     with torch.device(device):
@@ -840,7 +843,7 @@ def test_ids_made_for_a_table_the_config_sizes_stay_in_it() -> None:
     """Mllama's vision tower requires ``aspect_ratio_ids`` into a table of ``max_aspect_ratio_id
     + 1`` rows: ids made like the text's (up to the vocabulary) passed on meta, where nothing
     checks an index, and the CPU build failed at the embedding ("index out of range")."""
-    from unitcheck.hf import _by_name
+    from unitcheck.hf.inputs import _by_name
 
     cfg = SimpleNamespace(vocab_size=1000, max_aspect_ratio_id=8, num_labels=3)
     ids = torch.arange(100, 132).reshape(2, 16)
@@ -865,8 +868,8 @@ def test_sizes_a_default_config_leaves_unset_get_stand_ins() -> None:
     with torch.no_grad():
         model(**inputs)
     talker = hf.make_config("qwen3_omni_moe", {}, hf.PLANS[0]).talker_config.text_config
-    assert hf._known_value(talker, talker, "shared_expert_intermediate_size") == talker.intermediate_size
-    assert hf._known_value(talker, talker, "no_such_field") is hf._SAME
+    assert hf.repair._known_value(talker, talker, "shared_expert_intermediate_size") == talker.intermediate_size
+    assert hf.repair._known_value(talker, talker, "no_such_field") is hf.shrink._SAME
 
 
 @needs_hf
@@ -972,7 +975,7 @@ def test_the_main_input_goes_to_the_first_required_argument_when_the_forward_nam
 def test_a_layer_norm_asks_for_features_as_wide_as_it_normalises() -> None:
     """NeuCodec's semantic encoder normalises its input features first; its message shows the
     input and the width it wants (the feature count the shrunk config ties it to)."""
-    from unitcheck.hf import _reshaped
+    from unitcheck.hf.shapes import _reshaped
 
     inputs = {"input_features": torch.zeros(2, 16, 64), "input_values": torch.zeros(2, 1, 3200)}
     why = ("RuntimeError: Given normalized_shape=[8], expected input with shape [8], but got input of size "
@@ -985,7 +988,7 @@ def test_a_broadcast_against_a_fixed_size_tensor_reshapes_the_input_it_shows() -
     """TVP multiplies its frames by a prompt mask as large as its configured image; Kyutai adds one
     offset per codebook to its ids; FunASR normalises stacked frames: the message shows the
     input's shape and the fixed tensor's, whose dims the input takes (ids stay ids)."""
-    from unitcheck.hf import _reshaped, _with_shapes
+    from unitcheck.hf.shapes import _reshaped, _with_shapes
 
     image = {"pixel_values": torch.zeros(2, 3, 64, 64)}
     why = ("RuntimeError: Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 "
@@ -1084,7 +1087,7 @@ def test_informer_traces_without_distilling() -> None:
 def test_a_window_larger_than_what_is_left_of_the_image_asks_for_a_larger_image() -> None:
     """PP-OCRv5's recogniser pools (3, 2) windows after a 32x downsampling: a 64-pixel image leaves
     two rows. The shrunk config does not tie the image size, so a larger image is offered."""
-    from unitcheck.hf import _reshaped
+    from unitcheck.hf.shapes import _reshaped
 
     inputs = {"pixel_values": torch.zeros(2, 3, 64, 64), "input_ids": torch.zeros(2, 16, dtype=torch.long)}
     why = "RuntimeError: Given input size: (512x2x2). Calculated output size: (512x0x1). Output size is too small"
@@ -1105,7 +1108,7 @@ def test_lengths_a_model_asks_for_are_one_per_example() -> None:
 def test_patch_rows_become_patch_images_for_a_conv_patch_embedding() -> None:
     """Kimi-K2.5's vision tower embeds patches with a conv: rows of 3 * 8 * 8 values are remade as
     3 x 8 x 8 patches (only the input the message shows)."""
-    from unitcheck.hf import _reshaped
+    from unitcheck.hf.shapes import _reshaped
 
     inputs = {"pixel_values": torch.zeros(32, 192), "grid_thw": torch.ones(2, 3, dtype=torch.long)}
     why = "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [32, 192]"
@@ -1131,7 +1134,7 @@ def test_a_real_runs_matmul_message_reshapes_like_the_fake_one() -> None:
     """On real tensors a projection's mismatch reads "mat1 and mat2 shapes cannot be multiplied
     (32x192 and 384x64)" (Muse Glimmer's patch rows lack the temporal patch): rows as wide as the
     projection's in-features."""
-    from unitcheck.hf import _reshaped
+    from unitcheck.hf.shapes import _reshaped
 
     inputs = {"pixel_values": torch.zeros(32, 192), "grid_thw": torch.ones(2, 3, dtype=torch.long)}
     why = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x192 and 384x64)"
@@ -1450,7 +1453,7 @@ def test_a_sequence_a_conv_reads_as_one_unbatched_image_becomes_feature_maps() -
     """A (batch, sequence, width) input given to a 2-D conv is read as one unbatched image
     (``expected input[1, 2, 16, 64] to have 48 channels``): GLM-Image's VQ-VAE encodes (batch,
     48, h, w) latents."""
-    from unitcheck.hf import _reshaped
+    from unitcheck.hf.shapes import _reshaped
 
     inputs = {"hidden_states": torch.zeros(2, 16, 64)}
     why = ("Given groups=1, weight of size [64, 48, 1, 1], expected input[1, 2, 16, 64] to have 48 channels, "
@@ -1480,7 +1483,8 @@ def test_the_statement_of_a_branch_that_raised_is_its_test(tmp_path: Any) -> Non
     The statement is the test; an assignment keeps all its lines."""
     import importlib.util
 
-    from unitcheck.hf import _asked_for, _model_line
+    from unitcheck.hf.inputs import _asked_for
+    from unitcheck.hf.runs import _model_line
 
     code = tmp_path / "transformers" / "layers.py"
     code.parent.mkdir()
@@ -1536,11 +1540,11 @@ def test_a_sub_config_field_its_parent_requires_equal_takes_the_parents_value() 
             self.vision_config = vision_config
 
     kwargs: dict[str, Any] = {"vision_config": {"video_temporal_patch_size": None, "hidden_size": 32}}
-    cfg = hf._constructed(Parent, kwargs, SimpleNamespace(video_temporal_patch_size=2))
+    cfg = hf.config._constructed(Parent, kwargs, SimpleNamespace(video_temporal_patch_size=2))
     assert cfg.vision_config == {"video_temporal_patch_size": 2, "hidden_size": 32}
     clash = {"vision_config": {"video_temporal_patch_size": 3}}  # a value of its own: not the shrink's
     with pytest.raises(ValueError, match="must be equal"):
-        hf._constructed(Parent, clash, SimpleNamespace(video_temporal_patch_size=2))
+        hf.config._constructed(Parent, clash, SimpleNamespace(video_temporal_patch_size=2))
 
 
 @needs_hf
@@ -1574,11 +1578,11 @@ def test_a_count_its_validator_bounds_from_one_takes_the_lowest_value() -> None:
             self.index_num_heads = index_num_heads
 
     kwargs: dict[str, Any] = {"num_attention_heads": 4}
-    assert hf._constructed(Config, kwargs, SimpleNamespace(index_num_heads=12)).index_num_heads == 1
+    assert hf.config._constructed(Config, kwargs, SimpleNamespace(index_num_heads=12)).index_num_heads == 1
     with pytest.raises(ValueError, match="must be between 1"):  # 1 already: nothing lower to try
-        hf._constructed(Config, {"num_attention_heads": 1, "index_num_heads": 1}, SimpleNamespace())
+        hf.config._constructed(Config, {"num_attention_heads": 1, "index_num_heads": 1}, SimpleNamespace())
     with pytest.raises(ValueError, match="too many heads"):
-        hf._constructed(Config, {"num_attention_heads": 128}, SimpleNamespace(index_num_heads=12))
+        hf.config._constructed(Config, {"num_attention_heads": 128}, SimpleNamespace(index_num_heads=12))
 
 
 @needs_hf
@@ -1590,7 +1594,8 @@ def test_a_sub_config_keeps_the_flags_and_names_its_parent_set(model_type: str) 
     model has its own norm epsilon) fell back to the sub-config class's own default."""
     from transformers import CONFIG_MAPPING
 
-    from unitcheck.hf import _paths, _subconfigs, make_config
+    from unitcheck.hf import make_config
+    from unitcheck.hf.common import _paths, _subconfigs
 
     def flags(cfg: Any) -> dict[tuple[str, ...], dict[str, Any]]:
         return {path: {k: v for k, v in vars(c).items() if isinstance(v, (bool, str, float)) and k != "transformers_version"
@@ -1624,8 +1629,8 @@ def test_an_audio_model_gets_the_bins_its_feature_extractor_makes() -> None:
     from unitcheck import hf
     from unitcheck.tracer import trace
 
-    assert hf._extractor_features("gemma4_audio") == 128  # found through the family's extractor
-    assert hf._extractor_features("wav2vec2") is None  # a waveform's extractor has one feature
+    assert hf.inputs._extractor_features("gemma4_audio") == 128  # found through the family's extractor
+    assert hf.inputs._extractor_features("wav2vec2") is None  # a waveform's extractor has one feature
     model, inputs = hf.build("gemma4_audio", device="meta")
     assert inputs["input_features"].shape[-1] == 128
     assert trace(model, inputs).method == "export"
@@ -1682,7 +1687,7 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
                     scale: torch.FloatTensor, counts: torch.IntTensor) -> None:
             return None
 
-    assert hf._integer_params(Picks()) == {"input_ids", "marks", "counts"}
+    assert hf.inputs._integer_params(Picks()) == {"input_ids", "marks", "counts"}
     _, inputs = hf.build("jev", device="meta")
     for name in ("marks", "num_options"):
         assert inputs[name].dtype == torch.long and int(inputs[name].min()) >= 1, name
@@ -1778,7 +1783,7 @@ def test_a_run_too_large_to_make_does_not_outrank_the_probe(monkeypatch: pytest.
     from unitcheck import hf
 
     monkeypatch.setattr(hf, "_CHOICES", {})
-    monkeypatch.setattr(hf, "_REAL_RUN_PARAMETERS", 0)
+    monkeypatch.setattr(hf.runs, "_REAL_RUN_PARAMETERS", 0)
     info: list[hf.Built] = []
     hf.build("hyperclovax_vision_v2", device="meta", info=info)
     assert info[0].probed, info[0].layout
@@ -1857,7 +1862,8 @@ def test_an_image_unpacked_into_more_axes_gets_them_with_its_per_image_inputs() 
     its batch axis, as many tiles as the config's ``max_num_tiles`` (else one), and the per-example
     integer inputs remade per image and per tile beside it; patch rows unpacked into five axes
     become (1, rows, c, p, p) patch images."""
-    from unitcheck.hf import _probe, _reshaped, _with_companions, _with_shapes
+    from unitcheck.hf.runs import _probe
+    from unitcheck.hf.shapes import _reshaped, _with_companions, _with_shapes
 
     cfg = SimpleNamespace(max_num_tiles=4, patch_size=8)
     inputs = {"pixel_values": torch.zeros(2, 3, 16, 16), "aspect_ratio_ids": torch.ones(2, 32, dtype=torch.long),
@@ -1901,7 +1907,8 @@ def test_an_optional_patch_grid_comes_with_packed_patches() -> None:
     """A tower whose forward takes each image's patch grid (``target_sizes``, ``grid_thw``) with no
     default gets packed patches with one grid row per image after the plain image, and a grid it
     asks for by name is read from the image it has, not made up as features."""
-    from unitcheck.hf import _input_layouts, _named_inputs
+    from unitcheck.hf.inputs import _named_inputs
+    from unitcheck.hf.layouts import _input_layouts
 
     cfg = SimpleNamespace(image_size=32, patch_size=8, num_channels=3)
     tower = _StripTower().eval()

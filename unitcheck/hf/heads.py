@@ -1,0 +1,145 @@
+"""Which model classes a type has (loss-returning heads first) and how each is instantiated."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from typing import Any
+
+from torch import nn
+
+from .common import CONFIG_MAPPING_CLS, _paths
+
+# -- heads ------------------------------------------------------------------------------------
+
+# (mapping, what the labels are) in order of preference: a head that returns a loss first
+_HEADS = (
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "tokens"),
+    ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "class"),
+    ("MODEL_FOR_TIME_SERIES_PREDICTION_MAPPING_NAMES", "none"),  # future_values are its targets
+    ("MODEL_MAPPING_NAMES", "none"),
+)
+
+
+def _task(mapping: str) -> str:
+    """``MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES`` -> ``depth_estimation`` (``base`` for the base models')."""
+    return "base" if mapping == "MODEL_MAPPING_NAMES" else \
+        mapping.removeprefix("MODEL_FOR_").removesuffix("_MAPPING_NAMES").lower()
+
+
+def head_classes(model_type: str) -> list[tuple[str, str, str]]:
+    """``(task, class name, label kind)`` for every head the type has, loss-returning heads first."""
+    from transformers.models.auto import modeling_auto
+
+    out: list[tuple[str, str, str]] = []
+    for mapping, labels in _HEADS:
+        names = getattr(modeling_auto, mapping, {}).get(model_type)
+        if names is None:
+            continue
+        for name in names if isinstance(names, (list, tuple)) else (names,):
+            task = _task(mapping)
+            if all(name != n for _, n, _ in out):
+                out.append((task, name, labels))
+    if not out:  # a type with task heads only (depth, pose, matting, keypoints, a backbone...)
+        out = [(_task(mapping), name, "none")
+               for mapping in sorted(vars(modeling_auto)) if mapping.startswith("MODEL_FOR_")
+               and mapping.endswith("_MAPPING_NAMES") and isinstance(getattr(modeling_auto, mapping), dict)
+               and isinstance(name := getattr(modeling_auto, mapping).get(model_type), str)]
+        out = [h for i, h in enumerate(out) if all(h[1] != n for _, n, _ in out[:i])]
+    if not out:
+        out = _named_like_config(model_type) or _taking_config(model_type)
+    return out
+
+
+def _taking_config(model_type: str) -> list[tuple[str, str, str]]:
+    """Sub-model types whose model class is named otherwise (``qwen2_vl_vision``'s
+    ``Qwen2VisionTransformerPretrainedModel``, ``idefics2_vision``'s ``Idefics2VisionTransformer``)
+    and often not exported: the classes of the type's modeling module whose ``config_class`` is
+    its config class (a model of its own, not a block that takes the config) and that define a
+    forward, causal LMs first, as ``module:Class``."""
+    try:
+        cfg_cls = CONFIG_MAPPING_CLS(model_type)
+        package = cfg_cls.__module__.rpartition(".")[0]
+        modeling = importlib.import_module(f"{package}.modeling_{package.rpartition('.')[2]}")
+    except Exception:  # noqa: BLE001 (no modeling module, or one whose backend is missing)
+        return []
+    found = [obj for obj in vars(modeling).values() if inspect.isclass(obj) and issubclass(obj, nn.Module)
+             and obj.__module__ == modeling.__name__ and obj.forward is not nn.Module.forward
+             and getattr(obj, "config_class", None) is cfg_cls]
+    found.sort(key=lambda c: not c.__name__.endswith("ForCausalLM"))
+    return [("causal_lm" if c.__name__.endswith("ForCausalLM") else "base", f"{c.__module__}:{c.__name__}",
+             "tokens" if c.__name__.endswith("ForCausalLM") else "none") for c in found]
+
+
+def _named_like_config(model_type: str) -> list[tuple[str, str, str]]:
+    """Sub-model types (``clip_text_model``...) have no auto mapping; their model class is named
+    after the config class (``CLIPTextConfig`` -> ``CLIPTextModel``)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config_name = CONFIG_MAPPING_NAMES.get(model_type, "")
+    if not config_name.endswith("Config"):
+        return []
+    stem = config_name.removesuffix("Config")
+    out = []
+    for name, task, labels in ((stem + "ForCausalLM", "causal_lm", "tokens"), (stem + "Model", "base", "none"),
+                               (stem, "base", "none")):
+        try:
+            found = getattr(transformers, name, None) is not None
+        except Exception:  # a backend the class needs is missing: the build says so
+            found = True
+        if found:
+            out.append((task, name, labels))
+    return out
+
+
+def has_base_model(model_type: str) -> bool:
+    from transformers.models.auto import modeling_auto
+
+    return model_type in modeling_auto.MODEL_MAPPING_NAMES
+
+
+def _for_class(cls: type, cfg: Any) -> Any:
+    """The config a model class takes: ``cfg`` itself, or its sub-config of the class's
+    ``config_class`` where the auto mapping pairs a composite config with a sub-model's class
+    (``MusicgenForCausalLM`` takes the decoder's config, ``Emu3ForCausalLM`` the text config)."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(cfg, wanted):
+        return cfg
+    return next((sub for _, sub in _paths(cfg) if isinstance(sub, wanted)), cfg)
+
+
+_ENCODERS: dict[type, type] = {}
+
+
+def _entry_class(cls: type) -> type:
+    """``cls``, or for a model class without ``forward`` that encodes (a VQ-VAE tokenizer with
+    only ``encode`` and ``decode``) the same class whose ``forward`` is its ``encode``: what a user
+    of the model calls, and a call the checks can run. The subclass keeps the name, so reports
+    and state-dict keys are the model's."""
+    forward = getattr(cls, "forward", None)
+    if getattr(forward, "__name__", "") != "_forward_unimplemented" or not callable(getattr(cls, "encode", None)):
+        return cls
+    if cls not in _ENCODERS:
+        model_cls: Any = cls
+        _ENCODERS[cls] = type(cls.__name__, (cls,), {"forward": model_cls.encode, "__module__": cls.__module__,
+                                                     "__qualname__": cls.__qualname__})
+    return _ENCODERS[cls]
+
+
+def _head_class(tf: Any, head: str) -> Any:
+    """A head named by transformers' exports, or ``module:Class`` where it is not exported."""
+    module, _, name = head.rpartition(":")
+    return getattr(importlib.import_module(module), name) if module else getattr(tf, head)
+
+
+def _label_kind(model_type: str, head: str) -> str:
+    return next((labels for _, name, labels in head_classes(model_type) if name == head), "none")

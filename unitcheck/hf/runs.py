@@ -1,0 +1,87 @@
+"""Trial runs of a candidate: the fake-tensor probe that stands in for ``torch.export``, and the
+real run on the CPU for models small enough to make."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from .common import _short
+
+# -- building ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _as_export() -> Iterator[None]:
+    """Run eager code on fake meta tensors the way export sees it: autocast regions on meta
+    allowed, and ``torch.compiler.is_exporting()`` true, so library code takes the same branches
+    as under ``torch.export`` (Hugging Face's MoE layers pick their exportable fallback)."""
+    from torch import compiler
+
+    from ..tracer import meta_autocast
+
+    flags = (compiler._is_compiling_flag, compiler._is_exporting_flag)
+    compiler._is_compiling_flag = compiler._is_exporting_flag = True
+    try:
+        with meta_autocast():
+            yield
+    finally:
+        compiler._is_compiling_flag, compiler._is_exporting_flag = flags
+
+
+def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
+    """None when a forward pass on fake meta tensors accepts ``inputs``, else why not.
+
+    Fake tensors, as export uses: Hugging Face code sees it is being traced and takes the paths
+    export takes (plain meta tensors fail on the ``.item()`` calls of eager-only shortcuts)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                _as_export():
+            fake = {k: (mode.from_tensor(v.to("meta")) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+            model(**fake)
+    except Exception as err:
+        line = _model_line(err)
+        return _short(err, 200) + (f" [at: {line}]" if line else "")
+    return None
+
+
+_REAL_RUN_PARAMETERS = 20_000_000  # larger candidates are left to the tracer's own real run
+
+
+def _runs_on_cpu(meta: nn.Module) -> bool:
+    """Whether :func:`_real_run` makes the model (else it leaves the check to the tracer)."""
+    return sum(p.numel() for p in meta.parameters()) <= _REAL_RUN_PARAMETERS
+
+
+def _model_line(err: BaseException) -> str:
+    """The statement of model code that raised (it names the argument a ``NoneType`` error is
+    about), all its lines: LLaVA-NeXT's ``image_num_patches = [`` names ``image_sizes`` two
+    lines down. Of an ``if`` that raised deciding its test, the test: the block it guards names
+    arguments the test never read (wav2vec2's layer drop, ``layer(h, attention_mask=...)``)."""
+    import linecache
+    import traceback
+
+    for fr in reversed(traceback.extract_tb(err.__traceback__)):
+        if "/transformers/" in fr.filename and "/utils/" not in fr.filename:
+            first = fr.lineno or 0
+            last = min(fr.end_lineno or first, first + 8)
+            lines: list[str] = []
+            for n in range(first, last + 1):
+                lines.append(linecache.getline(fr.filename, n).strip())
+                if lines[-1].split("#")[0].rstrip().endswith(":"):  # a branch raises on its whole block: its header
+                    break
+            text = " ".join(x for x in lines if x) or (fr.line or "").strip()
+            return text[:320]
+    return ""
+
+
+# probe failures that say more about fake tensors than about the inputs
+_PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised padding", "DataDependent", "data-dependent",
+                 "meta tensor", "on the meta device", "out of meta")
