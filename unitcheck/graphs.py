@@ -46,11 +46,14 @@ def is_ancestor(a: fx.Node, b: fx.Node, order: dict[fx.Node, int] | None = None)
     return False
 
 
-def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tuple[fx.Node, fx.Node] | None:
+def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int],
+                  rows: bool = False) -> tuple[fx.Node, fx.Node] | None:
     """(stream, branch) when ``add`` is a residual: the branch is computed from the stream in
     another module than the add's own code: a submodule (``x + self.attn(ln(x))``) or a module
     beside it (a ``Residual`` wrapper whose forward only adds, as x-transformers writes it); not
-    inline in the add's module or its parents (``x + 0.04 * x**3`` is a plain combine)."""
+    inline in the add's module or its parents (``x + 0.04 * x**3`` is a plain combine). With
+    ``rows`` the add goes into some rows of the stream (``scatter_add``): the branch has the
+    stream's rank, not its shape."""
     if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)) or not (_tensor(a) and _tensor(b)):
         return None  # sizes added under symbolic shapes (DeepSeek-V4's ``T + T // 4``) are no stream
     here = module_path(add)
@@ -58,7 +61,7 @@ def residual_pair(add: fx.Node, a: Any, b: Any, order: dict[fx.Node, int]) -> tu
     def inside(path: str) -> bool:
         return path != here and path != "" and not here.startswith(path + ".")
 
-    if not _same_shape(a, b):  # a residual adds two values of one shape; a mask broadcasts
+    if not (_same_rank(a, b) if rows else _same_shape(a, b)):  # a residual adds two values of one shape
         return None
     if _feeds_softmax(add):
         # scores plus a bias normalised into attention weights, not a stream: CPM-Ant's position
@@ -251,15 +254,30 @@ def _same_shape(a: fx.Node, b: fx.Node) -> bool:
     return len(shape_a) == len(shape_b) and all(str(x) == str(y) for x, y in zip(shape_a, shape_b))
 
 
-def residual_adds(graph: fx.Graph) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
-    """Every residual ``add`` of the graph as ``(add, stream, branch)``, in graph order."""
+def _same_rank(a: fx.Node, b: fx.Node) -> bool:
+    ra, rb = (getattr(n.meta.get("val"), "ndim", None) for n in (a, b))
+    return ra is None or rb is None or ra == rb
+
+
+def residual_adds(graph: fx.Graph, rows: bool = False) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
+    """Every residual ``add`` of the graph as ``(add, stream, branch)``, in graph order; with
+    ``rows``, also every ``scatter_add(stream, dim, index, branch)`` whose branch is computed from
+    the stream: a residual add into chosen rows (Mixture-of-Depths adds the updates of the tokens
+    it routed through a block back into the stream)."""
     order = topo_index(graph)
     out = []
     for n in graph.nodes:
-        if n.op == "call_function" and base_name(n) == "add" and len(n.args) >= 2:
+        if n.op != "call_function":
+            continue
+        if base_name(n) == "add" and len(n.args) >= 2:
             pair = residual_pair(n, n.args[0], n.args[1], order)
-            if pair is not None:
-                out.append((n, pair[0], pair[1]))
+        elif rows and base_name(n) == "scatter_add" and len(n.args) >= 4:
+            pair = residual_pair(n, n.args[0], n.args[3], order, rows=True)
+            pair = pair if pair is not None and pair[0] is n.args[0] else None
+        else:
+            continue
+        if pair is not None:
+            out.append((n, pair[0], pair[1]))
     return out
 
 

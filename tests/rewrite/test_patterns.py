@@ -642,15 +642,47 @@ def test_a_scalar_gate_is_a_dimensionless_projection_not_the_sign_of_its_logit()
 def test_a_depth_routed_blocks_router_score_is_not_canonical_over_the_chosen_tokens() -> None:
     """Mixture-of-Depths gates each chosen token's update by ``sigmoid(gather(router(x), 1,
     top))``: C over that gather's last axis normalised over the chosen tokens (the rewrite mixed
-    positions). The router's projection is made dimensionless; the scattered update into the
-    stream (``scatter_add``) is named as left, not rewritten."""
+    positions). The router's projection is made dimensionless."""
     from .pattern_models import depth_routed_lm
 
     model, inputs = depth_routed_lm()
     res = rewrite(model, inputs)
     assert not res.gct.unhandled, res.gct.unhandled  # no mixed positions
     assert [line for line in res.gct.log if line.startswith("[router_logits] linear@routed.router")], res.gct.log
-    assert [v.node for v in res.violations_left] == ["scatter_add"], res.violations_left
+
+
+def test_a_residual_add_into_chosen_rows_is_a_residual_update_of_those_rows() -> None:
+    """Mixture-of-Depths adds the chosen tokens' updates back with ``x.scatter_add(1, idx, u)``:
+    a residual add into some rows. It was named as left (UC101, exit 1). The rewrite updates the
+    chosen rows, ``scatter(h, 1, idx, C(h_i + alpha C(P_perp_{h_i} u)))`` with ``h_i =
+    gather(h, 1, idx)``, and passes the others through: every row stays canonical."""
+    from unitcheck import oracle
+    from unitcheck.oracle.interp import leaf_values, run_graph
+    from unitcheck.tracer import trace
+
+    from .pattern_models import depth_routed_lm
+
+    model, inputs = depth_routed_lm()
+    res = rewrite(model, inputs)
+    assert res.complete and res.gct.residuals == res.gct.residuals_rewritten == 2, res.gct.log
+    assert res.violations_left == [], res.violations_left
+    assert [line for line in res.gct.log if line.startswith("[residual_stream] scatter_add(stream, ")
+            and "chosen rows" in line], res.gct.log
+    check = oracle.verify(res.module, inputs)
+    assert check.ok and check.checked == check.agreed > 0, [str(d) for d in check.disagreements[:3]]
+    tg = trace(res.module, inputs)
+    scatter = next(n for n in tg.graph.nodes if n.op == "call_function" and "scatter" in str(n.target))
+    assert "scatter_add" not in str(scatter.target)
+    with torch.no_grad():
+        env = run_graph(tg, leaf_values(tg))
+    h, out, idx = env[scatter.args[0]], env[scatter], env[scatter.args[2]]
+    chosen = torch.zeros(h.shape[:2], dtype=torch.bool)
+    chosen.scatter_(1, idx[..., 0], True)
+    assert chosen.any() and not chosen.all()
+    assert torch.equal(out[~chosen], h[~chosen])  # rows not chosen pass through
+    assert not torch.allclose(out[chosen], h[chosen])  # the chosen ones are updated
+    rms = out.pow(2).mean(-1).sqrt()
+    assert torch.allclose(rms, torch.ones_like(rms), atol=1e-4)  # and every row is canonical
 
 
 def test_logits_log_normalised_by_their_own_logsumexp() -> None:

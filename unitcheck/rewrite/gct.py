@@ -22,6 +22,7 @@ is reported by module path and reason.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -114,7 +115,7 @@ class GCTResult:
 
 
 def _residuals(ctx: RewriteContext) -> list[tuple[fx.Node, fx.Node, fx.Node]]:
-    return residual_adds(ctx.graph)
+    return residual_adds(ctx.graph, rows=True)
 
 
 def _embedding_root(node: fx.Node) -> list[fx.Node] | None:
@@ -282,6 +283,12 @@ def residual_stream(ctx: RewriteContext) -> None:
                 h = stream  # type: ignore[assignment]
             canon[root] = h
         here = module_path(add)
+        step_size = functools.partial(_step_size, ctx, names, alpha0, here, per_module[here] == 1)
+        if base_name(add) == "scatter_add":
+            if (new := _chosen_rows_update(ctx, add, h, branch, step_size)) is not None:
+                canon[new] = new
+                done += 1
+            continue
         top, later = _later_parts(add, h, here)
         parts = _branch_parts(branch, h, here) + later
         acc, terms, last = h, [], top
@@ -289,12 +296,7 @@ def residual_stream(ctx: RewriteContext) -> None:
             reads = h  # a branch of a stream whose copies are averaged reads them before the average
             if len(_branch_nodes(part, h)) == 1 and (copies := averaged(root)) is not None:
                 reads = copies
-            base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, reads, here, per_module[here] == 1)}"
-            name, i = base, 1
-            while name in names:
-                name, i = f"{base}_{i}", i + 1
-            names.add(name)
-            alpha = ctx.param(name, torch.tensor(alpha0), "residual step size alpha_l, init 1/sqrt(2L)")
+            name, alpha = step_size(part, reads)
             p = ctx.call(orthogonal, (part, h), after=last, like=add)
             c = ctx.call(canonical, (p,), after=p, like=add)
             s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
@@ -315,6 +317,59 @@ def residual_stream(ctx: RewriteContext) -> None:
                  f"C(h + {' + '.join(terms)}) [alpha_0 = {alpha0:.4f}]")
     ctx.state["rewritten"] = done
     ctx.state["stream"] = set(canon.values())
+
+
+def _step_size(ctx: RewriteContext, names: set[str], alpha0: float, here: str, alone: bool, part: fx.Node,
+               reads: fx.Node) -> tuple[str, fx.Node]:
+    """A new alpha_l for the branch ``part`` (named for what it computes, unique) and its node."""
+    base = f"{here + '.' if here else ''}alpha_{_branch_kind(part, reads, here, alone)}"
+    name, i = base, 1
+    while name in names:
+        name, i = f"{base}_{i}", i + 1
+    names.add(name)
+    return name, ctx.param(name, torch.tensor(alpha0), "residual step size alpha_l, init 1/sqrt(2L)")
+
+
+def _whole_rows(index: Any, h: fx.Node) -> bool:
+    """Does a scatter's index move whole rows of the stream (one position per row, expanded over
+    the features, as ``idx[..., None].expand(B, k, D)`` makes it)?"""
+    iv, hv = (getattr(n, "meta", {}).get("val") for n in (index, h))
+    if not (isinstance(iv, torch.Tensor) and isinstance(hv, torch.Tensor)) or iv.size(-1) != hv.size(-1):
+        return False
+    source = index.args[0] if base_name(index) == "expand" else None
+    sv = getattr(source, "meta", {}).get("val")
+    return bool(iv.stride(-1) == 0 or (isinstance(sv, torch.Tensor) and sv.size(-1) == 1))
+
+
+def _chosen_rows_update(ctx: RewriteContext, add: fx.Node, h: fx.Node, branch: fx.Node,
+                        step_size: Callable[[fx.Node, fx.Node], tuple[str, fx.Node]]) -> fx.Node | None:
+    """``scatter_add(h, dim, idx, u)`` -> ``scatter(h, dim, idx, C(h_i + alpha C(P_perp_{h_i} u)))``
+    with ``h_i = gather(h, dim, idx)``: the residual update of the chosen rows, the others passed
+    through (every row stays canonical). The rows must be distinct, as top-k's are: where an
+    index repeats, ``scatter_add`` summed the updates and ``scatter`` keeps one."""
+    dim, index = add.args[1], add.args[2]
+    rank = getattr(h.meta.get("val"), "ndim", None)
+    if over_features(h) or rank is None or not isinstance(dim, int) or dim % rank == rank - 1 \
+            or not isinstance(index, fx.Node) or not _whole_rows(index, h):
+        ctx.skip(module_path(add), f"residual scatter_add {add.name}: it does not add whole rows of the stream "
+                                   "(an index expanded over the last axis, the features), so no row has an update")
+        return None
+    name, alpha = step_size(branch, h)
+    rows = ctx.call(aten.gather.default, (h, dim, index), after=add, like=add)
+    rows.meta["val"] = branch.meta.get("val")
+    p = ctx.call(orthogonal, (branch, rows), after=rows, like=add)
+    c = ctx.call(canonical, (p,), after=p, like=add)
+    s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
+    acc = ctx.call(aten.add.Tensor, (rows, s), after=s, like=add)
+    updated = ctx.call(canonical, (acc,), after=acc, like=add)
+    new = ctx.call(aten.scatter.src, (h, dim, index, updated), after=updated, like=add)
+    new.meta["val"] = add.meta.get("val")
+    add.replace_all_uses_with(new)
+    ctx.graph.erase_node(add)
+    ctx.note("residual_stream", f"scatter_add(stream, {describe(branch)})",
+             f"scatter(h, {dim}, idx, C(h_i + {name} * C(P_perp_h_i {describe(branch)}))), h_i = gather(h, {dim}, idx): "
+             "a residual update of the chosen rows, the others passed through")
+    return new
 
 
 def _peel_normaliser(node: fx.Node) -> fx.Node:
