@@ -1920,3 +1920,25 @@ def test_an_optional_patch_grid_comes_with_packed_patches() -> None:
     assert list(layouts)[0] == "pixel_values" and "patches+target_sizes" in layouts
     made = _named_inputs(["target_sizes", "grid_thw"], cfg, {"pixel_values": torch.zeros(2, 3, 32, 24)}, 2, 8, 0)
     assert made["target_sizes"].tolist() == [[4, 3]] * 2 and made["grid_thw"].tolist() == [[1, 4, 3]] * 2
+
+
+@needs_hf
+@pytest.mark.parametrize("model_type", ["bark", "qwen2_5_omni"])
+def test_a_type_whose_model_only_generates_is_refused_by_name(model_type: str) -> None:
+    """Their model classes have no forward; the build took torch's NotImplementedError for a
+    limit of fake tensors and the trace then said "unsupported operator"."""
+    from unitcheck import hf
+
+    with pytest.raises(hf.HFError, match=r"has no forward: it only generates"):
+        hf.build(model_type, device="meta")
+
+
+def test_the_models_own_not_implemented_is_not_a_limit_of_fake_tensors() -> None:
+    """OmDet-Turbo raises NotImplementedError("Training is not implemented yet") given labels: a
+    refusal of those inputs, not a probe that fake tensors cannot run (a real run decides those)."""
+    from unitcheck.hf.runs import _probe_limited
+
+    assert not _probe_limited('NotImplementedError: Training is not implemented yet [at: raise '
+                              'NotImplementedError("Training is not implemented yet")]')
+    assert _probe_limited("NotImplementedError: aten::_foo: no meta kernel [at: y = torch.ops.x.foo(h)]")
+

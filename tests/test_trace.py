@@ -735,3 +735,21 @@ def test_an_output_export_cannot_flatten_is_left_out() -> None:
     assert any("_Cache" in note for note in ug.traced.notes), ug.traced.notes
     assert [v.rule for v in ug.violations] == ["UC101"]  # q(x) + k(x): two weights' units
     assert model(x)["cache"].keys, "the model's own forward is restored"
+
+
+class OnlyGenerates(nn.Module):
+    """Bark's top class: submodules and a ``generate``, no ``forward``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def generate(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+def test_a_module_without_forward_is_refused_by_name() -> None:
+    """Its call raised torch's NotImplementedError, which the tracer reported as an unsupported
+    operator."""
+    with pytest.raises(TraceError, match="OnlyGenerates: it has no forward method"):
+        trace(OnlyGenerates(), (torch.randn(2, 4),))

@@ -1652,6 +1652,9 @@ def trace(
     the Python attributes its forward set (listed in ``state_changes``)."""
     if not isinstance(model, nn.Module):
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
+    if getattr(type(model).forward, "__name__", "") == "_forward_unimplemented":
+        raise TraceError(f"cannot trace {type(model).__name__}: it has no forward method (nothing calls it as "
+                         "model(inputs); a module that only generates or encodes has no call to capture)")
     changes: list[str] = []
     after: dict[tuple[str, str], Any] = {}
     rng = _host_rng_states()

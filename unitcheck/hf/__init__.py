@@ -48,7 +48,7 @@ from .common import (
     resolve_type,
 )
 from .config import ATTENTION_KEY, image_size_overrides, make_config
-from .heads import _for_class, _label_kind, has_base_model, head_classes
+from .heads import _for_class, _label_kind, _without_forward, has_base_model, head_classes
 from .inputs import _asked_for, _asked_in_training, _default_language, _media_token, _named_inputs
 from .layouts import _input_layouts
 from .media import _EMBEDS, _counted_by_tower, _embedding_width, _tokens_said, _with_tokens
@@ -61,7 +61,7 @@ from .repair import (
     _real_run_repaired,
     _repair,
 )
-from .runs import _PROBE_LIMITS, _probe, _runs_on_cpu
+from .runs import _probe, _probe_limited, _runs_on_cpu
 from .shapes import _SIZE_INDEPENDENT, _reshaped, _with_companions, _with_shapes
 
 __all__ = ["ATTENTION_KEY", "CONFIG_MAPPING_CLS", "PLANS", "SMALL_DEFAULTS", "Built", "HFError", "OverrideError",
@@ -117,6 +117,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     if not heads:
         raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
                       "sub-model type)")
+    generating = [name for _, name, _ in heads if _without_forward(tf, name)]
+    heads = [h for h in heads if h[1] not in generating]
+    if not heads:
+        raise HFError(f"{model_type}'s model class ({', '.join(generating)}) has no forward: it only generates, so "
+                      "there is no call to capture; its parts are types of their own (hf:<type> of each part)")
     tried: list[str] = []
     first: _Choice | None = None
     t0 = time.perf_counter()
@@ -248,7 +253,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 # layouts holding every input the first stopped one holds (MiniCPM-V's packed patches
                 # with their grid, after the image alone): a real run trades no input away
                 same_inputs = stopped is None or (stopped[1] <= frozenset(inputs) and stopped[0].head == head)
-                if why is not None and limited is None and same_inputs and any(k in why for k in _PROBE_LIMITS):
+                if why is not None and limited is None and same_inputs and _probe_limited(why):
                     # export may manage it; where fake tensors cannot decide, a real run decides
                     # between layouts of the same inputs (a waveform with or without its channel
                     # axis); the first such candidate stays the choice if no real run passes, so a

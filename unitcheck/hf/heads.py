@@ -135,6 +135,17 @@ def _entry_class(cls: type) -> type:
     return _ENCODERS[cls]
 
 
+def _without_forward(tf: Any, head: str) -> bool:
+    """Does the head's class (as :func:`_entry_class` gives it) lack a forward? Bark's and the
+    Qwen Omni models' top classes only generate: there is no call to capture. A class that
+    cannot be resolved here counts as having one (instantiating it says why it fails)."""
+    try:
+        cls: Any = _entry_class(_head_class(tf, head))
+    except Exception:  # noqa: BLE001
+        return False
+    return getattr(cls.forward, "__name__", "") == "_forward_unimplemented"
+
+
 def _head_class(tf: Any, head: str) -> Any:
     """A head named by transformers' exports, or ``module:Class`` where it is not exported."""
     module, _, name = head.rpartition(":")

@@ -85,3 +85,10 @@ def _model_line(err: BaseException) -> str:
 # probe failures that say more about fake tensors than about the inputs
 _PROBE_LIMITS = ("NotImplementedError", "concrete integers", "Unrecognised padding", "DataDependent", "data-dependent",
                  "meta tensor", "on the meta device", "out of meta")
+
+
+def _probe_limited(why: str) -> bool:
+    """Does a probe failure say more about fake tensors than about the inputs? Not where the
+    model's own code raises NotImplementedError (OmDet-Turbo's "Training is not implemented yet"
+    for labels): the model refuses those inputs, on real tensors too."""
+    return any(k in why for k in _PROBE_LIMITS) and "[at: raise NotImplementedError" not in why
