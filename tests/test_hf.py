@@ -1105,6 +1105,33 @@ def test_lengths_a_model_asks_for_are_one_per_example() -> None:
     assert inputs["lengths"].shape == (2,) and int(inputs["lengths"].max()) == inputs["input_ids"].shape[1]
 
 
+def test_frames_concatenated_along_time_are_split_back_by_their_lengths() -> None:
+    """The Qwen Omni audio encoders take every example's frames concatenated, (features, total
+    frames), and ``feature_lens`` per example: the lengths were made as features from their
+    name, then a batch of frames failed the split by those lengths."""
+    from unitcheck.hf.inputs import _named_inputs
+    from unitcheck.hf.shapes import _reshaped
+
+    frames = torch.zeros(2, 128, 64)
+    lens = _named_inputs(["feature_lens"], SimpleNamespace(), {"input_features": frames}, 2, 16, 0)["feature_lens"]
+    assert lens.dtype == torch.long and lens.shape == (2,)
+    why = ("RuntimeError: split_with_sizes expects split_sizes to sum exactly to 64 (input tensor's size at "
+           "dimension 0), but got split_sizes=[64, 64] [at: chunk_list = input_features.T.split(...)]")
+    assert _reshaped(why, {"input_features": frames, "feature_lens": lens}) == [("input_features", (128, 128))]
+    assert _reshaped(why.replace("[64, 64]", "[64, 60]"), {"input_features": frames}) == []
+
+
+@needs_hf
+@pytest.mark.parametrize("model_type", ["qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder"])
+def test_an_audio_encoder_of_concatenated_frames_is_built_and_traced(model_type: str) -> None:
+    from unitcheck.hf import build
+
+    model, inputs = build(model_type, device="meta")
+    assert inputs["input_features"].dim() == 2 and int(inputs["feature_lens"].sum()) == inputs["input_features"].shape[1]
+    ug = infer_units(model, inputs)
+    assert ug.coverage == 1.0 and ug.violations
+
+
 def test_patch_rows_become_patch_images_for_a_conv_patch_embedding() -> None:
     """Kimi-K2.5's vision tower embeds patches with a conv: rows of 3 * 8 * 8 values are remade as
     3 x 8 x 8 patches (only the input the message shows)."""

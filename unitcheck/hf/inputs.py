@@ -425,7 +425,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             out[name] = _grid_rows(name, _patch_side(cfg, inputs), count)
         elif low.endswith("mask"):
             out[name] = _mask(name, (batch, n), torch.long)
-        elif low.endswith(("length", "lengths")):  # XLM's per-example lengths: every row full
+        elif low.endswith(("length", "lengths", "_lens")):  # XLM's per-example lengths: every row full
             out[name] = _full_lengths(name, inputs, cfg, batch, seq)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
             out[name] = torch.zeros(batch, n, dtype=torch.long)

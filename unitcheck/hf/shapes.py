@@ -165,6 +165,10 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
         for name, v in floats.items():
             if v.dim() == 5 and v.shape[0] == len(sizes) and v.shape[0] * v.shape[1] == have and len(set(sizes)) == 1:
                 out.append((name, (v.shape[0], sizes[0], *v.shape[2:])))
+            if v.dim() == 3 and v.shape[0] == len(sizes) and v.shape[-1] == have and sum(sizes) == v.shape[0] * have:
+                # the examples' frames concatenated along time, (features, total frames): the Qwen
+                # Omni audio encoders split them back by their per-example lengths
+                out.append((name, (v.shape[1], sum(sizes))))
     said = _reduction(why)
     if said:
         rows, have, want = said
