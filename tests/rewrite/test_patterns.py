@@ -658,6 +658,7 @@ def test_a_residual_add_into_chosen_rows_is_a_residual_update_of_those_rows() ->
     gather(h, 1, idx)``, and passes the others through: every row stays canonical."""
     from unitcheck import oracle
     from unitcheck.oracle.interp import leaf_values, run_graph
+    from unitcheck.rewrite.equal import differences
     from unitcheck.tracer import trace
 
     from .pattern_models import depth_routed_lm
@@ -668,6 +669,7 @@ def test_a_residual_add_into_chosen_rows_is_a_residual_update_of_those_rows() ->
     assert res.violations_left == [], res.violations_left
     assert [line for line in res.gct.log if line.startswith("[residual_stream] scatter_add(stream, ")
             and "chosen rows" in line], res.gct.log
+    assert "torch.scatter(" in res.source and "torch.gather(" in res.source and "aten.scatter" not in res.source
     check = oracle.verify(res.module, inputs)
     assert check.ok and check.checked == check.agreed > 0, [str(d) for d in check.disagreements[:3]]
     tg = trace(res.module, inputs)
@@ -683,6 +685,10 @@ def test_a_residual_add_into_chosen_rows_is_a_residual_update_of_those_rows() ->
     assert not torch.allclose(out[chosen], h[chosen])  # the chosen ones are updated
     rms = out.pow(2).mean(-1).sqrt()
     assert torch.allclose(rms, torch.ones_like(rms), atol=1e-4)  # and every row is canonical
+    same = rewrite(model, inputs, to="identity")  # torch.gather and torch.scatter_add, the same bits
+    assert "torch.scatter_add(" in same.source and "torch.gather(" in same.source
+    for training in (False, True):
+        assert differences(model, same.module, inputs, training) == []
 
 
 def test_logits_log_normalised_by_their_own_logsumexp() -> None:

@@ -44,6 +44,9 @@ FUNCTIONS: dict[Any, Any] = {
     aten.mean.dim: torch.mean,
     aten.sum.dim_IntList: torch.sum,
     aten.pow.Tensor_Scalar: torch.pow,
+    aten.gather.default: torch.gather,
+    aten.scatter.src: torch.scatter,
+    aten.scatter_add.default: torch.scatter_add,
 }
 
 METHODS: dict[Any, str] = {
