@@ -1121,6 +1121,25 @@ def test_frames_concatenated_along_time_are_split_back_by_their_lengths() -> Non
     assert _reshaped(why.replace("[64, 64]", "[64, 60]"), {"input_features": frames}) == []
 
 
+def test_merge_sizes_are_one_integer_per_image_of_the_grid() -> None:
+    """VideoLLaMA 3's vision tower takes ``merge_sizes`` beside its patch grid: made from the
+    name, it was a float feature tensor, and the tower's ``h // merge_size`` failed (reported as
+    an unsupported operator). Both makers of inputs by name (required and asked) share it, and
+    the lengths predicate."""
+    from unitcheck.hf.inputs import _by_name, _named_inputs
+
+    grid = torch.tensor([[1, 4, 4], [1, 4, 4], [1, 4, 4]])
+    inputs: dict[str, Any] = {"pixel_values": torch.zeros(48, 12), "grid_thw": grid}
+    asked = _named_inputs(["merge_sizes"], SimpleNamespace(spatial_merge_size=2), inputs, 2, 8, 0)["merge_sizes"]
+    assert asked.tolist() == [2, 2, 2]
+    required = dict(inputs)
+    _by_name(SimpleNamespace(), required, {"merge_sizes", "feature_lens"}, torch.zeros(2, 8, dtype=torch.long), 2,
+             torch.Generator())
+    assert required["merge_sizes"].tolist() == [1, 1, 1]  # no merge size in the config: 1 divides any grid
+    assert required["feature_lens"].dtype == torch.long and required["feature_lens"].shape == (2,)
+    assert _named_inputs(["merge_sizes"], SimpleNamespace(), {}, 2, 8, 0)["merge_sizes"].is_floating_point()
+
+
 @needs_hf
 @pytest.mark.parametrize("model_type", ["qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder"])
 def test_an_audio_encoder_of_concatenated_frames_is_built_and_traced(model_type: str) -> None:

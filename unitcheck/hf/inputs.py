@@ -126,6 +126,23 @@ def _integer_params(model: nn.Module) -> set[str]:
     return {name for name, p in params.items() if re.search(r"\b(Long|Int)Tensor\b", str(p.annotation))}
 
 
+def _lengths_name(name: str) -> bool:
+    """Per-example lengths, by the argument's name: XLM's ``lengths``, the Qwen Omni audio
+    encoders' ``feature_lens`` (every row full: :func:`_full_lengths`)."""
+    return "length" in name or name.endswith("_lens")
+
+
+def _merge_sizes(name: str, cfg: Any, inputs: Mapping[str, Any]) -> torch.Tensor | None:
+    """VideoLLaMA 3's ``merge_sizes``: each image's spatial merge, one integer per row of the patch
+    grid the inputs hold (the config's merge size, else 1, which divides any grid); None for any
+    other name or without a grid."""
+    grids = [v for k, v in inputs.items() if _grid_axes(k) and isinstance(v, torch.Tensor)]
+    if not name.endswith("merge_sizes") or not grids:
+        return None
+    merge = _find(cfg, "spatial_merge_size", "merge_size")
+    return torch.full((len(grids[0]),), int(merge) if _is_int(merge) else 1, dtype=torch.long)
+
+
 def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
              g: torch.Generator, integers: Collection[str] = ()) -> None:
     """Required arguments no layout supplies, made from their names: ids and indices, lengths,
@@ -145,8 +162,10 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             rows = _table_rows(cfg, name)
             inputs[name] = ids.clone() if rows is None else ids % rows
-        elif "length" in name:
+        elif _lengths_name(name):
             inputs[name] = _full_lengths(name, inputs, cfg, batch, seq)
+        elif (merges := _merge_sizes(name, cfg, inputs)) is not None:
+            inputs[name] = merges
         elif (shown := _image_sizes(name, inputs, batch)) is not None:
             inputs[name] = shown
         elif "mel" in name:
@@ -423,9 +442,11 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             images = inputs.get("pixel_values")
             count = int(images.shape[0]) if isinstance(images, torch.Tensor) and images.dim() == 4 else batch
             out[name] = _grid_rows(name, _patch_side(cfg, inputs), count)
+        elif (merges := _merge_sizes(low, cfg, {**inputs, **out})) is not None:
+            out[name] = merges
         elif low.endswith("mask"):
             out[name] = _mask(name, (batch, n), torch.long)
-        elif low.endswith(("length", "lengths", "_lens")):  # XLM's per-example lengths: every row full
+        elif _lengths_name(low):
             out[name] = _full_lengths(name, inputs, cfg, batch, seq)
         elif low.endswith(("ids", "index", "indices", "timesteps", "steps")):
             out[name] = torch.zeros(batch, n, dtype=torch.long)
