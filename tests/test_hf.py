@@ -1975,8 +1975,18 @@ def test_a_type_whose_model_only_generates_is_refused_by_name(model_type: str) -
     limit of fake tensors and the trace then said "unsupported operator"."""
     from unitcheck import hf
 
-    with pytest.raises(hf.HFError, match=r"has no forward: it only generates"):
+    with pytest.raises(hf.HFError, match=r"has no forward: it only generates: there is no call on tensors"):
         hf.build(model_type, device="meta")
+
+
+@needs_hf
+def test_a_type_whose_model_takes_a_session_object_is_refused_by_name() -> None:
+    """The SAM 2 video models' forward takes an inference session (the video's state), not
+    tensors: the builder made it a float tensor, and the trace failed on its methods."""
+    from unitcheck import hf
+
+    with pytest.raises(hf.HFError, match=r"Sam2VideoModel takes `inference_session` \(a Sam2VideoInferenceSession\)"):
+        hf.build("sam2_video", device="meta")
 
 
 def test_the_models_own_not_implemented_is_not_a_limit_of_fake_tensors() -> None:

@@ -48,7 +48,7 @@ from .common import (
     resolve_type,
 )
 from .config import ATTENTION_KEY, image_size_overrides, make_config
-from .heads import _for_class, _label_kind, _without_forward, has_base_model, head_classes
+from .heads import _for_class, _label_kind, _uncallable, has_base_model, head_classes
 from .inputs import _asked_for, _asked_in_training, _default_language, _media_token, _named_inputs
 from .layouts import _input_layouts
 from .media import _EMBEDS, _counted_by_tower, _embedding_width, _tokens_said, _with_tokens
@@ -117,11 +117,13 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
     if not heads:
         raise HFError(f"{model_type} has no model class in transformers' auto mappings (a configuration-only or "
                       "sub-model type)")
-    generating = [name for _, name, _ in heads if _without_forward(tf, name)]
-    heads = [h for h in heads if h[1] not in generating]
+    refusals = {name: _uncallable(tf, name) for _, name, _ in heads}
+    uncallable = {name: reason for name, reason in refusals.items() if reason is not None}
+    heads = [h for h in heads if h[1] not in uncallable]
     if not heads:
-        raise HFError(f"{model_type}'s model class ({', '.join(generating)}) has no forward: it only generates, so "
-                      "there is no call to capture; its parts are types of their own (hf:<type> of each part)")
+        classes = "; ".join(f"{name.rpartition(':')[2]} {reason}" for name, reason in uncallable.items())
+        raise HFError(f"{model_type}'s model class {classes}: there is no call on tensors to capture (its parts "
+                      "that are types of their own build as hf:<type>)")
     tried: list[str] = []
     first: _Choice | None = None
     t0 = time.perf_counter()

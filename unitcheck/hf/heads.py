@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 from typing import Any
 
+import torch
 from torch import nn
 
 from .common import CONFIG_MAPPING_CLS, _paths
@@ -135,15 +136,27 @@ def _entry_class(cls: type) -> type:
     return _ENCODERS[cls]
 
 
-def _without_forward(tf: Any, head: str) -> bool:
-    """Does the head's class (as :func:`_entry_class` gives it) lack a forward? Bark's and the
-    Qwen Omni models' top classes only generate: there is no call to capture. A class that
-    cannot be resolved here counts as having one (instantiating it says why it fails)."""
+def _uncallable(tf: Any, head: str) -> str | None:
+    """Why the head's class (as :func:`_entry_class` gives it) cannot be called on tensors, or
+    None. Bark's and the Qwen Omni models' top classes have no forward (they only generate); the
+    SAM 2 video models take an inference session, an object holding the video's state. A class
+    that cannot be resolved here counts as callable (instantiating it says why it fails)."""
     try:
         cls: Any = _entry_class(_head_class(tf, head))
     except Exception:  # noqa: BLE001
-        return False
-    return getattr(cls.forward, "__name__", "") == "_forward_unimplemented"
+        return None
+    if getattr(cls.forward, "__name__", "") == "_forward_unimplemented":
+        return "has no forward: it only generates"
+    try:
+        params = list(inspect.signature(cls.forward, eval_str=True).parameters.values())[1:]
+    except Exception:  # noqa: BLE001 (annotations that do not resolve: nothing to say)
+        return None
+    objects = [(p.name, p.annotation.__name__) for p in params if p.default is inspect.Parameter.empty
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and inspect.isclass(p.annotation)
+               and not issubclass(p.annotation, (torch.Tensor, int, float, bool, str, list, tuple, dict))]
+    if objects:
+        return "takes " + ", ".join(f"`{name}` (a {kind})" for name, kind in objects) + ", an object, not tensors"
+    return None
 
 
 def _head_class(tf: Any, head: str) -> Any:
