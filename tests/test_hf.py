@@ -1979,6 +1979,22 @@ def test_a_type_whose_model_only_generates_is_refused_by_name(model_type: str) -
         hf.build(model_type, device="meta")
 
 
+def test_an_object_argument_is_a_class_that_holds_no_tensor_data() -> None:
+    """The first form of the check took ``torch.LongTensor`` (no subclass of ``torch.Tensor``) and
+    a missing annotation (``Parameter.empty``) for objects, and refused 42 types a sweep of the
+    builds showed."""
+    import inspect
+
+    from unitcheck.hf.heads import _an_object
+
+    class InferenceSession:
+        pass
+
+    assert _an_object(InferenceSession)
+    for data in (torch.LongTensor, torch.FloatTensor, torch.Tensor, inspect.Parameter.empty, int, list, torch.Size):
+        assert not _an_object(data), data
+
+
 @needs_hf
 def test_a_type_whose_model_takes_a_session_object_is_refused_by_name() -> None:
     """The SAM 2 video models' forward takes an inference session (the video's state), not

@@ -152,11 +152,22 @@ def _uncallable(tf: Any, head: str) -> str | None:
     except Exception:  # noqa: BLE001 (annotations that do not resolve: nothing to say)
         return None
     objects = [(p.name, p.annotation.__name__) for p in params if p.default is inspect.Parameter.empty
-               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and inspect.isclass(p.annotation)
-               and not issubclass(p.annotation, (torch.Tensor, int, float, bool, str, list, tuple, dict))]
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and _an_object(p.annotation)]
     if objects:
         return "takes " + ", ".join(f"`{name}` (a {kind})" for name, kind in objects) + ", an object, not tensors"
     return None
+
+
+# where the classes an argument may be annotated with that hold tensors or numbers come from
+# (``torch.LongTensor`` is no subclass of ``torch.Tensor``; no annotation is ``Parameter.empty``)
+_DATA_MODULES = ("torch", "builtins", "numpy", "typing", "collections", "inspect")
+
+
+def _an_object(annotation: Any) -> bool:
+    """Is an argument's annotation a class of the model's library, an object the builder cannot
+    make from tensors (an inference session, a structure of atom inputs)?"""
+    return inspect.isclass(annotation) and not issubclass(annotation, torch.Tensor) \
+        and not str(getattr(annotation, "__module__", "")).startswith(_DATA_MODULES)
 
 
 def _head_class(tf: Any, head: str) -> Any:
