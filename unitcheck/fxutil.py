@@ -21,7 +21,7 @@ _aten = torch.ops.aten
 
 __all__ = [
     "ROOT", "ancestors", "generated_module_paths", "restore_module_paths", "IDENTITY_OPS", "VIEW_OPS", "MOVEMENT_OPS", "RUN_VIEW_AS", "base_name", "op_name", "module_path", "location",
-    "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value",
+    "user_frame", "frames_from_text", "float_tensors", "has_float", "is_index_value", "defines_forward",
 ]
 
 # ops whose output equals their input (same values, same shape): casts, copies, asserts, and
@@ -278,3 +278,10 @@ def called_name(node: fx.Node) -> str:
     ``__getitem__``), as the capture recorded it in ``torch_fn``; "" where it recorded none."""
     fn = node.meta.get("torch_fn")
     return str(fn[1]).rpartition(".")[2] if isinstance(fn, tuple) and len(fn) > 1 and fn[1] else ""
+
+
+def defines_forward(cls: type) -> bool:
+    """Does a module class define ``forward``? ``nn.Module``'s own raises NotImplementedError: a
+    class without one (a model that only generates) has no call to capture."""
+    return getattr(getattr(cls, "forward", None), "__name__", "") != "_forward_unimplemented"
+

@@ -42,6 +42,7 @@ from .errors import UnitcheckError
 from .fxutil import (
     LEAF_KEY,
     base_name,
+    defines_forward,
     frames_from_text,
     innermost_line,
     restore_module_paths,
@@ -1652,7 +1653,7 @@ def trace(
     the Python attributes its forward set (listed in ``state_changes``)."""
     if not isinstance(model, nn.Module):
         raise TraceError(f"expected an nn.Module, got {type(model).__name__}")
-    if getattr(type(model).forward, "__name__", "") == "_forward_unimplemented":
+    if not defines_forward(type(model)):
         raise TraceError(f"cannot trace {type(model).__name__}: it has no forward method (nothing calls it as "
                          "model(inputs); a module that only generates or encodes has no call to capture)")
     changes: list[str] = []

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..fxutil import defines_forward
 from .common import CONFIG_MAPPING_CLS, _paths
 
 # -- heads ------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def _taking_config(model_type: str) -> list[tuple[str, str, str]]:
     except Exception:  # noqa: BLE001 (no modeling module, or one whose backend is missing)
         return []
     found = [obj for obj in vars(modeling).values() if inspect.isclass(obj) and issubclass(obj, nn.Module)
-             and obj.__module__ == modeling.__name__ and obj.forward is not nn.Module.forward
+             and obj.__module__ == modeling.__name__ and defines_forward(obj)
              and getattr(obj, "config_class", None) is cfg_cls]
     found.sort(key=lambda c: not c.__name__.endswith("ForCausalLM"))
     return [("causal_lm" if c.__name__.endswith("ForCausalLM") else "base", f"{c.__module__}:{c.__name__}",
@@ -126,8 +127,7 @@ def _entry_class(cls: type) -> type:
     only ``encode`` and ``decode``) the same class whose ``forward`` is its ``encode``: what a user
     of the model calls, and a call the checks can run. The subclass keeps the name, so reports
     and state-dict keys are the model's."""
-    forward = getattr(cls, "forward", None)
-    if getattr(forward, "__name__", "") != "_forward_unimplemented" or not callable(getattr(cls, "encode", None)):
+    if defines_forward(cls) or not callable(getattr(cls, "encode", None)):
         return cls
     if cls not in _ENCODERS:
         model_cls: Any = cls
@@ -145,7 +145,7 @@ def _uncallable(tf: Any, head: str) -> str | None:
         cls: Any = _entry_class(_head_class(tf, head))
     except Exception:  # noqa: BLE001
         return None
-    if getattr(cls.forward, "__name__", "") == "_forward_unimplemented":
+    if not defines_forward(cls):
         return "has no forward: it only generates"
     try:
         params = list(inspect.signature(cls.forward, eval_str=True).parameters.values())[1:]
