@@ -1121,6 +1121,22 @@ def test_frames_concatenated_along_time_are_split_back_by_their_lengths() -> Non
     assert _reshaped(why.replace("[64, 64]", "[64, 60]"), {"input_features": frames}) == []
 
 
+def test_an_input_the_failing_statement_reads_as_none_is_asked_for() -> None:
+    """BLT's local decoder reads ``inputs_embeds.shape[0]``: it takes embeddings, not ids. The
+    builder never makes up ``inputs_embeds`` (it stands in for the ids), except where the failing
+    statement dereferences it as None."""
+    from unitcheck.hf.inputs import _asked_for
+
+    class Decoder(nn.Module):
+        def forward(self, input_ids=None, inputs_embeds=None, patch_embeds=None):  # type: ignore[no-untyped-def]
+            return inputs_embeds
+
+    why = "AttributeError: 'NoneType' object has no attribute 'shape' [at: batch_size = inputs_embeds.shape[0]]"
+    ids = {"input_ids": torch.zeros(2, 8, dtype=torch.long)}
+    assert _asked_for(Decoder(), ids, why) == ["inputs_embeds"]
+    assert _asked_for(Decoder(), ids, why.replace("'NoneType' object", "'Tensor' object")) == []
+
+
 def test_merge_sizes_are_one_integer_per_image_of_the_grid() -> None:
     """VideoLLaMA 3's vision tower takes ``merge_sizes`` beside its patch grid: made from the
     name, it was a float feature tensor, and the tower's ``h // merge_size`` failed (reported as

@@ -388,6 +388,8 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     cannot be `None`", the line ``batch = states.shape[0]`` that read one as None)."""
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", why))
     params = _forward_params(model) - set(inputs) - _NOT_ASKED
+    if "'NoneType' object has no attribute" in why:  # the statement read one as None: it is the input
+        params |= {p for p in _forward_params(model) - set(inputs) if re.search(rf"\b{p}\.\w", why)}
     asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
     # where the message says which is missing, that one only ("Multimodal data was passed (via
     # `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing": no video grid)
