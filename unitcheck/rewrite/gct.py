@@ -297,10 +297,7 @@ def residual_stream(ctx: RewriteContext) -> None:
             if len(_branch_nodes(part, h)) == 1 and (copies := averaged(root)) is not None:
                 reads = copies
             name, alpha = step_size(part, reads)
-            p = ctx.call(orthogonal, (part, h), after=last, like=add)
-            c = ctx.call(canonical, (p,), after=p, like=add)
-            s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
-            acc = last = ctx.call(aten.add.Tensor, (acc, s), after=s, like=add)
+            acc = last = _plus_update(ctx, acc, part, h, alpha, last, add)
             terms.append(f"{name} * C(P_perp_h {describe(part)})")
         new = ctx.call(canonical, (acc,), after=last, like=add)
         top.replace_all_uses_with(new)
@@ -317,6 +314,16 @@ def residual_stream(ctx: RewriteContext) -> None:
                  f"C(h + {' + '.join(terms)}) [alpha_0 = {alpha0:.4f}]")
     ctx.state["rewritten"] = done
     ctx.state["stream"] = set(canon.values())
+
+
+def _plus_update(ctx: RewriteContext, acc: fx.Node, part: fx.Node, h: fx.Node, alpha: fx.Node, after: fx.Node,
+                 like: fx.Node) -> fx.Node:
+    """``acc + alpha * C(P_perp_h part)``, inserted after ``after``: one term of GCT's residual
+    update (of the whole stream, or of the rows a scatter chose)."""
+    p = ctx.call(orthogonal, (part, h), after=after, like=like)
+    c = ctx.call(canonical, (p,), after=p, like=like)
+    s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=like)
+    return ctx.call(aten.add.Tensor, (acc, s), after=s, like=like)
 
 
 def _step_size(ctx: RewriteContext, names: set[str], alpha0: float, here: str, alone: bool, part: fx.Node,
@@ -357,10 +364,7 @@ def _chosen_rows_update(ctx: RewriteContext, add: fx.Node, h: fx.Node, branch: f
     name, alpha = step_size(branch, h)
     rows = ctx.call(aten.gather.default, (h, dim, index), after=add, like=add)
     rows.meta["val"] = branch.meta.get("val")
-    p = ctx.call(orthogonal, (branch, rows), after=rows, like=add)
-    c = ctx.call(canonical, (p,), after=p, like=add)
-    s = ctx.call(aten.mul.Tensor, (alpha, c), after=c, like=add)
-    acc = ctx.call(aten.add.Tensor, (rows, s), after=s, like=add)
+    acc = _plus_update(ctx, rows, branch, rows, alpha, rows, add)
     updated = ctx.call(canonical, (acc,), after=acc, like=add)
     new = ctx.call(aten.scatter.src, (h, dim, index, updated), after=updated, like=add)
     new.meta["val"] = add.meta.get("val")
