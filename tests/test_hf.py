@@ -1758,6 +1758,35 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
 
 
 @needs_hf
+@pytest.mark.parametrize("model_type", ["sam3_detr_encoder", "sam3_detr_decoder", "sam3_mask_decoder"])
+def test_a_part_that_takes_feature_maps_gets_them_and_traces(model_type: str) -> None:
+    """SAM 3's DETR encoder and mask decoder take ``list[torch.Tensor]`` levels of (batch, width,
+    H, W) maps, and its parts inherit ``pixel_values`` as their main input though they take
+    features: each was given an image, or a tensor where a list was due, and failed to trace."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    class Levels(nn.Module):
+        def forward(self, maps: list[torch.Tensor], more: tuple[torch.FloatTensor, ...] | None,
+                    pair: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor) -> None:
+            return None
+
+    assert hf.inputs._listed_params(Levels()) == {"maps", "more"}
+    (level,) = hf.inputs._feature_maps(torch.arange(2 * 17 * 3.0).reshape(2, 17, 3))
+    assert level.shape == (2, 3, 4, 4) and level[1, 2, 0, 1] == 17 * 3 + 1 * 3 + 2  # position 1's feature 2
+    info: list[Any] = []
+    model, inputs = hf.build(model_type, device="meta", info=info)
+    listed = hf.inputs._listed_params(model)
+    assert listed or model_type == "sam3_detr_decoder"
+    for name in listed & set(inputs):
+        assert isinstance(inputs[name], list) and all(m.dim() == 4 for m in inputs[name]), name
+    assert not any(isinstance(v, torch.Tensor) and v.dim() == 4 and v.shape[1] == 3 for v in inputs.values())
+    assert info[0].probed
+    traced = trace(model, inputs)
+    assert sum(n.op == "placeholder" for n in traced.graph.nodes) >= 2
+
+
+@needs_hf
 def test_a_vision_tower_that_projects_into_the_text_width_keeps_its_heads_wide() -> None:
     """Qwen2-VL's vision config names the text width it merges into ``hidden_size`` (3584) and its
     own width ``embed_dim`` (1280, 16 heads). Scaled by the text width's ratio, the tower kept 24

@@ -683,7 +683,7 @@ def _dynamic_spec(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 
 
 def _spec_of(value: Any) -> Any:
-    """One input's spec: a dict input's shaped like it (export refuses None for a dict, and the
+    """One input's spec: a dict or list input's shaped like it (export refuses None for those, and the
     capture fell back to symbolic tracing), anything else but a tensor static. A floating input
     of four or more dimensions (an image, a video) keeps every size but the batch: the model's
     patch grid, position table and windows fix them, and symbolic image sizes cost export
@@ -693,6 +693,8 @@ def _spec_of(value: Any) -> Any:
         return {i: torch.export.Dim.AUTO for i in dims}
     if isinstance(value, dict):
         return {k: _spec_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(_spec_of(v) for v in value)  # a pyramid's levels (SAM 3's feature maps)
     return None
 
 

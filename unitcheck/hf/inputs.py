@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -117,13 +118,33 @@ def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
     return image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()
 
 
-def _integer_params(model: nn.Module) -> set[str]:
-    """The forward's arguments annotated as integer tensors (``torch.LongTensor``)."""
+def _annotated(model: nn.Module, pattern: str) -> set[str]:
+    """The forward's arguments whose annotation, as written, matches ``pattern``."""
     try:
         params = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return set()
-    return {name for name, p in params.items() if re.search(r"\b(Long|Int)Tensor\b", str(p.annotation))}
+    return {name for name, p in params.items() if re.search(pattern, str(p.annotation))}
+
+
+def _integer_params(model: nn.Module) -> set[str]:
+    """The forward's arguments annotated as integer tensors (``torch.LongTensor``)."""
+    return _annotated(model, r"\b(Long|Int)Tensor\b")
+
+
+def _listed_params(model: nn.Module) -> set[str]:
+    """The forward's arguments annotated as a list of tensors of any length (``list[torch.Tensor]``,
+    ``tuple[torch.Tensor, ...]``; not a fixed pair such as ``(cos, sin)``): multi-level feature maps."""
+    return _annotated(model, r"^(typing\.)?([Ll]ist\[torch\.\w*Tensor\]|[Tt]uple\[torch\.\w*Tensor, \.\.\.\])")
+
+
+def _feature_maps(features: torch.Tensor) -> list[torch.Tensor]:
+    """``(batch, positions, width)`` features as a list of one ``(batch, width, side, side)`` map over
+    the largest square of positions, the form a pyramid's levels take (SAM 3's DETR encoder and mask
+    decoder), so a sequence of the same positions (``side ** 2`` of them) lines up with it."""
+    batch, n, width = features.shape
+    side = max(1, math.isqrt(int(n)))
+    return [features[:, :side * side].transpose(1, 2).reshape(batch, width, side, side).contiguous()]
 
 
 def _lengths_name(name: str) -> bool:
@@ -144,11 +165,12 @@ def _merge_sizes(name: str, cfg: Any, inputs: Mapping[str, Any]) -> torch.Tensor
 
 
 def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
-             g: torch.Generator, integers: Collection[str] = ()) -> None:
+             g: torch.Generator, integers: Collection[str] = (), listed: Collection[str] = ()) -> None:
     """Required arguments no layout supplies, made from their names: ids and indices, lengths,
     then integer tensors by their annotation (ones: a count of one, a first position; JEV's
     ``marks`` index rows from 1), then float features as wide as the model (masks are added
-    separately)."""
+    separately); an argument annotated as a list of tensors takes features as maps
+    (:func:`_feature_maps`)."""
     seq = ids.shape[1]
     width = _find_int(cfg, "hidden_size", "d_model", "n_embd", "embed_dim", default=64)
     for name in sorted(required - set(inputs)):
@@ -173,7 +195,8 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
         elif name in integers:
             inputs[name] = torch.ones(batch, seq, dtype=torch.long)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
-            inputs[name] = torch.randn(batch, seq, width, generator=g)
+            features = torch.randn(batch, seq, width, generator=g)
+            inputs[name] = _feature_maps(features) if name in listed else features
 
 
 _INDEX_SUFFIX = re.compile(r"_(ids|id|index|indices)$")
@@ -401,10 +424,11 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
 
 
 def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: int, seq: int,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, listed: Collection[str] = ()) -> dict[str, Any]:
     """Inputs made from their names, sized by the config field named after them where there is
     one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
-    ``encoder_hidden_size``): boxes, positions, masks, lengths, ids and time steps, then features."""
+    ``encoder_hidden_size``): boxes, positions, masks, lengths, ids and time steps, then features
+    (as maps where the argument is ``listed``: annotated as a list of tensors)."""
     g = torch.Generator().manual_seed(seed + 1)
     ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
     n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
@@ -459,7 +483,8 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         elif "mel" in low:  # Gemma 3n's audio_mel: frames of mel bins
             out[name] = torch.randn(batch, n, _mel_bins(cfg), generator=g)
         else:
-            out[name] = torch.randn(batch, n, dim(name, width), generator=g)
+            features = torch.randn(batch, n, dim(name, width), generator=g)
+            out[name] = _feature_maps(features) if name in listed else features
     return out
 
 

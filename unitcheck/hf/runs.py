@@ -40,11 +40,12 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     export takes (plain meta tensors fail on the ``.item()`` calls of eager-only shortcuts)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.utils._pytree import tree_map_only
 
     try:
         with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
                 _as_export():
-            fake = {k: (mode.from_tensor(v.to("meta")) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+            fake = tree_map_only(torch.Tensor, lambda v: mode.from_tensor(v.to("meta")), dict(inputs))  # lists too
             model(**fake)
     except Exception as err:
         line = _model_line(err)
