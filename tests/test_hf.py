@@ -1749,7 +1749,8 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
                     scale: torch.FloatTensor, counts: torch.IntTensor) -> None:
             return None
 
-    assert hf.inputs._integer_params(Picks()) == {"input_ids", "marks", "counts"}
+    forms = hf.inputs._declared_forms(Picks())
+    assert {name for name, form in forms.items() if form == "integers"} == {"input_ids", "marks", "counts"}
     _, inputs = hf.build("jev", device="meta")
     for name in ("marks", "num_options"):
         assert inputs[name].dtype == torch.long and int(inputs[name].min()) >= 1, name
@@ -1768,15 +1769,15 @@ def test_a_part_that_takes_feature_maps_gets_them_and_traces(model_type: str) ->
 
     class Levels(nn.Module):
         def forward(self, maps: list[torch.Tensor], more: tuple[torch.FloatTensor, ...] | None,
-                    pair: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor) -> None:
+                    pair: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, n: int, k: int | None) -> None:
             return None
 
-    assert hf.inputs._listed_params(Levels()) == {"maps", "more"}
+    assert hf.inputs._declared_forms(Levels()) == {"maps": "maps", "more": "maps", "n": "count", "k": "count"}
     (level,) = hf.inputs._feature_maps(torch.arange(2 * 17 * 3.0).reshape(2, 17, 3))
     assert level.shape == (2, 3, 4, 4) and level[1, 2, 0, 1] == 17 * 3 + 1 * 3 + 2  # position 1's feature 2
     info: list[Any] = []
     model, inputs = hf.build(model_type, device="meta", info=info)
-    listed = hf.inputs._listed_params(model)
+    listed = {name for name, form in hf.inputs._declared_forms(model).items() if form == "maps"}
     assert listed or model_type == "sam3_detr_decoder"
     for name in listed & set(inputs):
         assert isinstance(inputs[name], list) and all(m.dim() == 4 for m in inputs[name]), name
@@ -1784,6 +1785,22 @@ def test_a_part_that_takes_feature_maps_gets_them_and_traces(model_type: str) ->
     assert info[0].probed
     traced = trace(model, inputs)
     assert sum(n.op == "placeholder" for n in traced.graph.nodes) >= 2
+
+
+@needs_hf
+def test_a_count_the_statement_reads_under_a_helpers_name_is_asked_for_as_an_int() -> None:
+    """BLT's local encoder reads ``num_patches`` as ``patch_reduce``'s ``max_num_patches``
+    (``torch.zeros((batch, max_num_patches, width))``) and fails on None; an int argument was made
+    as a float tensor. Given both, and then the ``patch_ids`` it asks for, it builds and traces."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    info: list[Any] = []
+    model, inputs = hf.build("blt_local_encoder", device="meta", info=info)
+    assert info[0].probed and {"num_patches", "patch_ids"} <= set(inputs)
+    assert type(inputs["num_patches"]) is int and inputs["num_patches"] >= 1
+    assert inputs["patch_ids"].dtype == torch.long
+    trace(model, inputs)
 
 
 @needs_hf

@@ -118,24 +118,28 @@ def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
     return image.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()
 
 
-def _annotated(model: nn.Module, pattern: str) -> set[str]:
-    """The forward's arguments whose annotation, as written, matches ``pattern``."""
+# what a forward's annotation, as written, declares an argument to be: integer tensors
+# (``torch.LongTensor``), a list of tensors of any length (``list[torch.Tensor]``, ``tuple[torch.Tensor,
+# ...]``; not a fixed pair such as ``(cos, sin)``): multi-level feature maps), a Python int (a count)
+_FORMS = (("integers", r"\b(Long|Int)Tensor\b"),
+          ("maps", r"^(typing\.)?([Ll]ist\[torch\.\w*Tensor\]|[Tt]uple\[torch\.\w*Tensor, \.\.\.\])"),
+          ("count", r"^(int|int \| None|typing\.Optional\[int\])$"))
+
+
+def _declared_forms(model: nn.Module) -> dict[str, str]:
+    """The forward's arguments whose annotation declares a form (:data:`_FORMS`), to that form."""
     try:
         params = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
-        return set()
-    return {name for name, p in params.items() if re.search(pattern, str(p.annotation))}
-
-
-def _integer_params(model: nn.Module) -> set[str]:
-    """The forward's arguments annotated as integer tensors (``torch.LongTensor``)."""
-    return _annotated(model, r"\b(Long|Int)Tensor\b")
-
-
-def _listed_params(model: nn.Module) -> set[str]:
-    """The forward's arguments annotated as a list of tensors of any length (``list[torch.Tensor]``,
-    ``tuple[torch.Tensor, ...]``; not a fixed pair such as ``(cos, sin)``): multi-level feature maps."""
-    return _annotated(model, r"^(typing\.)?([Ll]ist\[torch\.\w*Tensor\]|[Tt]uple\[torch\.\w*Tensor, \.\.\.\])")
+        return {}
+    forms: dict[str, str] = {}
+    for name, p in params.items():
+        text = p.annotation if isinstance(p.annotation, str) else str(p.annotation)
+        text = "int" if p.annotation is int else text
+        form = next((form for form, pattern in _FORMS if re.search(pattern, text)), None)
+        if form is not None:
+            forms[name] = form
+    return forms
 
 
 def _feature_maps(features: torch.Tensor) -> list[torch.Tensor]:
@@ -165,12 +169,13 @@ def _merge_sizes(name: str, cfg: Any, inputs: Mapping[str, Any]) -> torch.Tensor
 
 
 def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
-             g: torch.Generator, integers: Collection[str] = (), listed: Collection[str] = ()) -> None:
+             g: torch.Generator, forms: Mapping[str, str] | None = None) -> None:
     """Required arguments no layout supplies, made from their names: ids and indices, lengths,
     then integer tensors by their annotation (ones: a count of one, a first position; JEV's
     ``marks`` index rows from 1), then float features as wide as the model (masks are added
-    separately); an argument annotated as a list of tensors takes features as maps
+    separately); an argument ``forms`` declares a list of tensors takes features as maps
     (:func:`_feature_maps`)."""
+    forms = forms or {}
     seq = ids.shape[1]
     width = _find_int(cfg, "hidden_size", "d_model", "n_embd", "embed_dim", default=64)
     for name in sorted(required - set(inputs)):
@@ -192,11 +197,11 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = shown
         elif "mel" in name:
             inputs[name] = torch.randn(batch, seq, _mel_bins(cfg), generator=g)
-        elif name in integers:
+        elif forms.get(name) == "integers":
             inputs[name] = torch.ones(batch, seq, dtype=torch.long)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
             features = torch.randn(batch, seq, width, generator=g)
-            inputs[name] = _feature_maps(features) if name in listed else features
+            inputs[name] = _feature_maps(features) if forms.get(name) == "maps" else features
 
 
 _INDEX_SUFFIX = re.compile(r"_(ids|id|index|indices)$")
@@ -413,6 +418,10 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     params = _forward_params(model) - set(inputs) - _NOT_ASKED
     if "'NoneType' object has no attribute" in why:  # the statement read one as None: it is the input
         params |= {p for p in _forward_params(model) - set(inputs) if re.search(rf"\b{p}\.\w", why)}
+    statement = why.rpartition("[at: ")[2] if "NoneType" in why else ""
+    # a None the statement read under a longer name: a helper's parameter bound to the argument
+    # (BLT's ``patch_reduce(hidden_states, max_num_patches, ...)`` given ``num_patches``)
+    words |= {p for p in params if re.search(rf"\b\w+_{p}\b", statement)}
     asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
     # where the message says which is missing, that one only ("Multimodal data was passed (via
     # `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing": no video grid)
@@ -424,11 +433,13 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
 
 
 def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: int, seq: int,
-                  seed: int, listed: Collection[str] = ()) -> dict[str, Any]:
+                  seed: int, forms: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Inputs made from their names, sized by the config field named after them where there is
     one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
-    ``encoder_hidden_size``): boxes, positions, masks, lengths, ids and time steps, then features
-    (as maps where the argument is ``listed``: annotated as a list of tensors)."""
+    ``encoder_hidden_size``): a count where ``forms`` declares a Python int (a few: BLT's
+    ``num_patches``), boxes, positions, masks, lengths, ids and time steps, then features (as maps
+    where ``forms`` declares a list of tensors)."""
+    forms = forms or {}
     g = torch.Generator().manual_seed(seed + 1)
     ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
     n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
@@ -449,7 +460,9 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
     out: dict[str, Any] = {}
     for name in names:
         low = name.lower()
-        if low == "flattened_patches":  # Pix2Struct: each patch row is (row id, column id, pixels)
+        if forms.get(name) == "count":
+            out[name] = 2
+        elif low == "flattened_patches":  # Pix2Struct: each patch row is (row id, column id, pixels)
             out[name] = _flattened_patches(cfg, batch, g)
         elif low in ("bbox", "boxes", "bboxes"):
             lo = torch.randint(0, 500, (batch, n, 2), generator=g)
@@ -484,7 +497,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
             out[name] = torch.randn(batch, n, _mel_bins(cfg), generator=g)
         else:
             features = torch.randn(batch, n, dim(name, width), generator=g)
-            out[name] = _feature_maps(features) if name in listed else features
+            out[name] = _feature_maps(features) if forms.get(name) == "maps" else features
     return out
 
 

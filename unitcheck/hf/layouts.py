@@ -13,12 +13,11 @@ from .inputs import (
     _add_labels,
     _by_name,
     _channels_last,
+    _declared_forms,
     _decoder_inputs,
     _encoder_kind,
     _forward_params,
     _image,
-    _integer_params,
-    _listed_params,
     _main_name,
     _main_slot,
     _media_token,
@@ -144,9 +143,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
             if "input_ids" in params else None
         layouts.insert(text_alone, ("patches+spatial_shapes",
                                     with_tokens or {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
-    listed = _listed_params(model)
+    forms = _declared_forms(model)
     if not layouts:
-        by_name = _named_inputs([main], cfg, {}, batch, seq, seed, listed) if main in params else {}
+        by_name = _named_inputs([main], cfg, {}, batch, seq, seed, forms) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
     slot = named if main != named and named in params else _main_slot(model, named, params, required)
@@ -155,14 +154,13 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         # takes ``vision_features`` where its model takes ``pixel_values``): last, every required
         # argument made from its name
         layouts.append((f"{slot} (by name)", {}))
-    integers = _integer_params(model)
     for name, inputs in layouts:
         if slot is not None and main in inputs:
             inputs[slot] = inputs.pop(main)
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _variance_labels(cfg, inputs, params, batch, g)
-        _by_name(cfg, inputs, required, ids, batch, g, integers, listed)
+        _by_name(cfg, inputs, required, ids, batch, g, forms)
         filled.extend(_with_masks(name, inputs, required, params))
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
