@@ -1749,7 +1749,7 @@ def test_an_argument_annotated_as_an_integer_tensor_gets_integers() -> None:
                     scale: torch.FloatTensor, counts: torch.IntTensor) -> None:
             return None
 
-    forms = hf.inputs._declared_forms(Picks())
+    forms = hf.inputs._declared(Picks()).forms
     assert {name for name, form in forms.items() if form == "integers"} == {"input_ids", "marks", "counts"}
     _, inputs = hf.build("jev", device="meta")
     for name in ("marks", "num_options"):
@@ -1772,12 +1772,12 @@ def test_a_part_that_takes_feature_maps_gets_them_and_traces(model_type: str) ->
                     pair: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, n: int, k: int | None) -> None:
             return None
 
-    assert hf.inputs._declared_forms(Levels()) == {"maps": "maps", "more": "maps", "n": "count", "k": "count"}
+    assert hf.inputs._declared(Levels()).forms == {"maps": "maps", "more": "maps", "n": "count", "k": "count"}
     (level,) = hf.inputs._feature_maps(torch.arange(2 * 17 * 3.0).reshape(2, 17, 3))
     assert level.shape == (2, 3, 4, 4) and level[1, 2, 0, 1] == 17 * 3 + 1 * 3 + 2  # position 1's feature 2
     info: list[Any] = []
     model, inputs = hf.build(model_type, device="meta", info=info)
-    listed = {name for name, form in hf.inputs._declared_forms(model).items() if form == "maps"}
+    listed = {name for name, form in hf.inputs._declared(model).forms.items() if form == "maps"}
     assert listed or model_type == "sam3_detr_decoder"
     for name in listed & set(inputs):
         assert isinstance(inputs[name], list) and all(m.dim() == 4 for m in inputs[name]), name
@@ -1800,6 +1800,40 @@ def test_a_count_the_statement_reads_under_a_helpers_name_is_asked_for_as_an_int
     assert info[0].probed and {"num_patches", "patch_ids"} <= set(inputs)
     assert type(inputs["num_patches"]) is int and inputs["num_patches"] >= 1
     assert inputs["patch_ids"].dtype == torch.long
+    trace(model, inputs)
+
+
+@needs_hf
+def test_a_shape_the_docstring_gives_in_config_fields_sizes_the_argument_asked_for() -> None:
+    """RAG without a retriever needs the retrieved documents, ``(batch_size * config.n_docs,
+    config.max_combined_length)``, and their scores, ``(batch_size, config.n_docs)``: made from
+    their names as (batch, length), its attention saw 2 queries against 4 keys' batch."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    class Retrieved(nn.Module):
+        def forward(self, context_ids: torch.Tensor, scores: torch.Tensor) -> None:
+            """
+            Args:
+                context_ids (`torch.LongTensor` of shape `(batch_size * config.n_docs, config.max_length)`):
+                    documents.
+                scores (`torch.Tensor` of shape `(batch_size, config.n_docs, 3)`):
+                    their scores.
+            """
+
+    declared = hf.inputs._declared(Retrieved())
+    assert declared.shapes == {"context_ids": "batch_size * config.n_docs, config.max_length",
+                               "scores": "batch_size, config.n_docs, 3"}
+    cfg = SimpleNamespace(n_docs=3, max_length=300, vocab_size=7)
+    made = hf.inputs._named_inputs(["context_ids", "scores"], cfg, {"input_ids": torch.zeros(2, 10, dtype=torch.long)},
+                                   2, 16, 0, declared)
+    assert made["context_ids"].shape == (6, 10) and made["context_ids"].dtype == torch.long  # a length: capped
+    assert int(made["context_ids"].max()) < 7 and made["scores"].shape == (2, 3, 3)
+    info: list[Any] = []
+    model, inputs = hf.build("rag", device="meta", info=info)
+    docs = int(model.config.n_docs)
+    assert info[0].probed and inputs["doc_scores"].shape == (2, docs)
+    assert inputs["context_input_ids"].shape[0] == inputs["context_attention_mask"].shape[0] == 2 * docs
     trace(model, inputs)
 
 

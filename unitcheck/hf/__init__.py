@@ -52,7 +52,7 @@ from .heads import _for_class, _label_kind, _uncallable, has_base_model, head_cl
 from .inputs import (
     _asked_for,
     _asked_in_training,
-    _declared_forms,
+    _declared,
     _default_language,
     _media_token,
     _named_inputs,
@@ -156,7 +156,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
             if said is None:
                 break
             remade = _with_tokens(inputs, config, said)  # masks as long as the text:
-            remade.update(_named_inputs(asked, config, remade, batch, seq, seed, _declared_forms(model)))
+            remade.update(_named_inputs(asked, config, remade, batch, seq, seed, _declared(model)))
             again = _real_run(tf, head, config, remade, seed, model)
             if again is None:
                 return remade, said
@@ -247,7 +247,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 current = inputs
                 while why is not None and len(named) < 4 and (asked := _asked_for(model, current, why)):
                     named += asked  # "You have to specify bbox": give it one and try again
-                    current = {**inputs, **_named_inputs(named, cfg, inputs, batch, seq, seed, _declared_forms(model))}
+                    current = {**inputs, **_named_inputs(named, cfg, inputs, batch, seq, seed, _declared(model))}
                     why = _probe(model, current)
                 shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()
                 for _ in range(2):  # the layer reading an input says the shape it wants
@@ -277,14 +277,14 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                         if more:  # the reshaped input let the run on to an argument it names (PI0's
                             # robot state, then its cameras' pixel_attention_mask)
                             again, remade, said = real_run({**remade, **_named_inputs([*named, *more], cfg, remade,
-                                                                                      batch, seq, seed, _declared_forms(model))})
+                                                                                      batch, seq, seed, _declared(model))})
                         if again is None:
                             shaped, current, real, tokens, named = (*shaped, o), remade, None, said, [*named, *more]
                             break
                     asked = _asked_for(model, current, real) if real is not None else []
                     run_fixes: tuple[Fix, ...] = ()
                     if asked:  # the real run's error names an optional argument (UDOP's bbox)
-                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed, _declared_forms(model))}
+                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed, _declared(model))}
                         again, run_fixes = _real_run_repaired(tf, head, cfg, remade, seed, model)
                         if again is None:
                             named, current, real = [*named, *asked], remade, None
@@ -303,7 +303,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 if why is None:
                     asked = _asked_in_training(model, current)
                     if asked:  # Molmo2 needs ``mm_token_type_ids`` in training only
-                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed, _declared_forms(model))}
+                        remade = {**current, **_named_inputs(asked, cfg, current, batch, seq, seed, _declared(model))}
                         if _probe(model, remade) is None:
                             named, current = [*named, *asked], remade
                     choice = _Choice(plan, task, head, layout, True, tried, built, tuple(named), shaped,
@@ -377,14 +377,14 @@ def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, see
                                       seed, only=layout))
     inputs = layouts.get(layout) or next(iter(layouts.values()))
     if choice.named:
-        inputs = {**inputs, **_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed, _declared_forms(model))}
+        inputs = {**inputs, **_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed, _declared(model))}
         layout = "+".join((layout, *choice.named))
     for i, (name, shape) in enumerate(choice.shaped):
         inputs = _with_shapes(inputs, choice.shaped[i:i + 1], seed)
         layout += f" ({name} as {list(shape)})"
     if choice.tokens:
         inputs = _with_tokens(inputs, cfg, choice.tokens)
-        inputs.update(_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed, _declared_forms(model)))
+        inputs.update(_named_inputs(list(choice.named), cfg, inputs, batch, seq, seed, _declared(model)))
         layout += f" ({choice.tokens[1]} {choice.tokens[0]} tokens)"
     if info is not None:
         repaired = sorted({".".join((*path, what)) for path, _, _, what in fixes})

@@ -4,6 +4,7 @@ and inputs named by what the forward asks for."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import math
@@ -126,12 +127,24 @@ _FORMS = (("integers", r"\b(Long|Int)Tensor\b"),
           ("count", r"^(int|int \| None|typing\.Optional\[int\])$"))
 
 
-def _declared_forms(model: nn.Module) -> dict[str, str]:
-    """The forward's arguments whose annotation declares a form (:data:`_FORMS`), to that form."""
+# "`name` (`torch.LongTensor` of shape `(batch_size * config.n_docs, config.max_combined_length)`"
+_DOC_SHAPE = re.compile(r"^\s*(\w+) \(`[^`]*` of shape `\(([^`]*)\)`", re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """What a forward declares of its arguments beyond their names: the form its annotation
+    gives (:data:`_FORMS`) and the shape its docstring gives, axes as written."""
+
+    forms: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    shapes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _declared(model: nn.Module) -> Declared:
     try:
         params = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
-        return {}
+        return Declared()
     forms: dict[str, str] = {}
     for name, p in params.items():
         text = p.annotation if isinstance(p.annotation, str) else str(p.annotation)
@@ -139,7 +152,36 @@ def _declared_forms(model: nn.Module) -> dict[str, str]:
         form = next((form for form, pattern in _FORMS if re.search(pattern, text)), None)
         if form is not None:
             forms[name] = form
-    return forms
+    doc = getattr(model.forward, "__doc__", None) or ""
+    shapes = {m[1]: m[2] for m in _DOC_SHAPE.finditer(doc) if m[1] in params}
+    return Declared(forms, shapes)
+
+
+def _documented_size(shape: str, cfg: Any, inputs: Mapping[str, Any], batch: int, n: int,
+                     width: int) -> tuple[int, ...] | None:
+    """A docstring's shape in sizes, where every axis is one the example fixes: the batch, the
+    text's length, an image's channels and sides, the width, a config field (a length capped at
+    the text's) or a number, and products of those; None where an axis is not."""
+    image = next((v for k, v in inputs.items() if k.endswith("pixel_values") and isinstance(v, torch.Tensor)
+                  and v.dim() == 4), None)
+    known: dict[str, int] = {"batch_size": batch, "sequence_length": n, "target_sequence_length": n,
+                             "seq_len": n, "hidden_size": width}
+    if image is not None:
+        known.update(num_channels=int(image.shape[1]), height=int(image.shape[2]), width=int(image.shape[3]),
+                     image_size=int(image.shape[2]))
+    sizes: list[int] = []
+    for axis in shape.split(","):
+        size = 1
+        for factor in (f.strip() for f in axis.split("*")):
+            value = known.get(factor) if not factor.isdigit() else int(factor)
+            if value is None and factor.startswith("config."):
+                field = _find(cfg, factor.removeprefix("config."))
+                value = (min(int(field), n) if factor.endswith("length") else int(field)) if _is_int(field) else None
+            if value is None or value < 1:
+                return None
+            size *= value
+        sizes.append(size)
+    return tuple(sizes)
 
 
 def _feature_maps(features: torch.Tensor) -> list[torch.Tensor]:
@@ -169,13 +211,13 @@ def _merge_sizes(name: str, cfg: Any, inputs: Mapping[str, Any]) -> torch.Tensor
 
 
 def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Tensor, batch: int,
-             g: torch.Generator, forms: Mapping[str, str] | None = None) -> None:
+             g: torch.Generator, declared: Declared | None = None) -> None:
     """Required arguments no layout supplies, made from their names: ids and indices, lengths,
     then integer tensors by their annotation (ones: a count of one, a first position; JEV's
     ``marks`` index rows from 1), then float features as wide as the model (masks are added
-    separately); an argument ``forms`` declares a list of tensors takes features as maps
+    separately); an argument declared a list of tensors takes features as maps
     (:func:`_feature_maps`)."""
-    forms = forms or {}
+    forms = (declared or Declared()).forms
     seq = ids.shape[1]
     width = _find_int(cfg, "hidden_size", "d_model", "n_embd", "embed_dim", default=64)
     for name in sorted(required - set(inputs)):
@@ -433,13 +475,15 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
 
 
 def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: int, seq: int,
-                  seed: int, forms: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  seed: int, declared: Declared | None = None) -> dict[str, Any]:
     """Inputs made from their names, sized by the config field named after them where there is
     one (``visual_feats`` -> ``visual_feat_dim``, ``encoder_hidden_states`` ->
-    ``encoder_hidden_size``): a count where ``forms`` declares a Python int (a few: BLT's
-    ``num_patches``), boxes, positions, masks, lengths, ids and time steps, then features (as maps
-    where ``forms`` declares a list of tensors)."""
-    forms = forms or {}
+    ``encoder_hidden_size``): a count where the forward declares a Python int (a few: BLT's
+    ``num_patches``), a shape its docstring gives in config fields (RAG's retrieved documents,
+    ``(batch_size * config.n_docs, config.max_combined_length)``), boxes, positions, masks, lengths,
+    ids and time steps, then features (as maps where it declares a list of tensors)."""
+    declared = declared or Declared()
+    forms = declared.forms
     g = torch.Generator().manual_seed(seed + 1)
     ids = next((v for k, v in inputs.items() if k.endswith("input_ids") and isinstance(v, torch.Tensor)), None)
     n = int(ids.shape[1]) if ids is not None and ids.dim() == 2 else seq
@@ -460,8 +504,16 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
     out: dict[str, Any] = {}
     for name in names:
         low = name.lower()
+        documented = declared.shapes.get(name, "")
         if forms.get(name) == "count":
             out[name] = 2
+        elif "config." in documented and (size := _documented_size(documented, cfg, inputs, batch, n, width)):
+            if forms.get(name) == "integers" or _INDEX_SUFFIX.search(name):
+                out[name] = torch.randint(0, _find_int(cfg, "vocab_size", default=2), size, generator=g)
+            elif low.endswith("mask") and len(size) == 2:
+                out[name] = _mask(name, (size[0], size[1]), torch.long)
+            else:
+                out[name] = torch.randn(size, generator=g)
         elif low == "flattened_patches":  # Pix2Struct: each patch row is (row id, column id, pixels)
             out[name] = _flattened_patches(cfg, batch, g)
         elif low in ("bbox", "boxes", "bboxes"):

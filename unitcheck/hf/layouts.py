@@ -13,7 +13,7 @@ from .inputs import (
     _add_labels,
     _by_name,
     _channels_last,
-    _declared_forms,
+    _declared,
     _decoder_inputs,
     _encoder_kind,
     _forward_params,
@@ -143,9 +143,9 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
             if "input_ids" in params else None
         layouts.insert(text_alone, ("patches+spatial_shapes",
                                     with_tokens or {**({"input_ids": ids} if "input_ids" in params else {}), **rows}))
-    forms = _declared_forms(model)
+    declared = _declared(model)
     if not layouts:
-        by_name = _named_inputs([main], cfg, {}, batch, seq, seed, forms) if main in params else {}
+        by_name = _named_inputs([main], cfg, {}, batch, seq, seed, declared) if main in params else {}
         layouts.append((f"{main} (by name)", by_name))
     filled: list[tuple[str, dict[str, Any]]] = []
     slot = named if main != named and named in params else _main_slot(model, named, params, required)
@@ -160,7 +160,7 @@ def _input_layouts(model: nn.Module, cfg: Any, labels: str, batch: int, seq: int
         _decoder_inputs(model, cfg, inputs, ids, params)
         _add_labels(model, cfg, inputs, ids, labels, params, batch, g)
         _variance_labels(cfg, inputs, params, batch, g)
-        _by_name(cfg, inputs, required, ids, batch, g, forms)
+        _by_name(cfg, inputs, required, ids, batch, g, declared)
         filled.extend(_with_masks(name, inputs, required, params))
         if labels == "none" and "labels" in params and "labels" not in inputs:
             filled.append((f"{name}+labels", {**inputs, "labels": ids.clone()}))  # heads that need targets
