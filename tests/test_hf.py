@@ -1838,6 +1838,23 @@ def test_a_shape_the_docstring_gives_in_config_fields_sizes_the_argument_asked_f
 
 
 @needs_hf
+def test_a_model_without_an_image_token_gets_the_mask_of_its_image_positions() -> None:
+    """Kosmos-2 has no image token: ``image_embeds_position_mask`` marks the text positions its
+    ``latent_query_num`` image features replace. Without it the model read None and failed."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    info: list[Any] = []
+    model, inputs = hf.build("kosmos-2", device="meta", info=info)
+    marked = inputs["image_embeds_position_mask"]
+    assert info[0].probed and marked.shape == inputs["input_ids"].shape
+    queries = int(model.config.latent_query_num)
+    assert marked.sum(dim=1).tolist() == [queries] * marked.shape[0]
+    assert not marked[:, 0].any() and marked[:, 1:1 + queries].all()  # adjacent, after the first token
+    trace(model, inputs)
+
+
+@needs_hf
 def test_a_vision_tower_that_projects_into_the_text_width_keeps_its_heads_wide() -> None:
     """Qwen2-VL's vision config names the text width it merges into ``hidden_size`` (3584) and its
     own width ``embed_dim`` (1280, 16 heads). Scaled by the text width's ratio, the tower kept 24

@@ -12,7 +12,14 @@ import torch
 from torch import nn
 
 from .common import HFError, _find, _find_int, _get, _int_list, _is_int, _quiet
-from .inputs import _default_bins, _grid_axes, _grid_rows, _media_token, _vision_cfg
+from .inputs import (
+    _default_bins,
+    _forward_params,
+    _grid_axes,
+    _grid_rows,
+    _media_token,
+    _vision_cfg,
+)
 from .runs import _as_export, _runs_on_cpu
 from .shapes import _SIZE_INDEPENDENT, _reshaped, _with_shapes
 
@@ -189,7 +196,8 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
     the tower's first layer rejects the media's shape, at the shape it asks for (Fuyu's patch
     rows, as the probe reshapes the inputs)."""
     get = _feature_getter(model, kind)
-    if not _is_int(token) or (type(model).__name__, kind) in _NO_MEDIA_COUNT:
+    slots = _slots_mask(model, kind)
+    if not (_is_int(token) or slots) or (type(model).__name__, kind) in _NO_MEDIA_COUNT:
         return None
     count: int | None = None
     for _ in range(3 if get is not None else 0):
@@ -206,12 +214,25 @@ def _media_text(model: nn.Module, ids: torch.Tensor, media: dict[str, Any], toke
                     _NO_MEDIA_COUNT.add((type(model).__name__, kind))
                 return None
             media = _with_shapes(media, (shapes[0],), 0)
-    if count is None:
+    if count is None and _is_int(token):
         count = _count_from_check(model, ids, media, int(token))
     if count is None:
         return None
-    with_tokens = _ids_with_tokens(ids, int(token), count)
-    return None if with_tokens is None else {"input_ids": with_tokens, **media}
+    with_tokens = _ids_with_tokens(ids, int(token) if _is_int(token) else 0, count)
+    if with_tokens is None:
+        return None
+    if slots is None:
+        return {"input_ids": with_tokens, **media}
+    marked = torch.zeros_like(with_tokens)
+    marked[:, 1:1 + count // with_tokens.shape[0]] = 1  # where _ids_with_tokens put them
+    return {"input_ids": with_tokens, slots: marked, **media}
+
+
+def _slots_mask(model: nn.Module, kind: str) -> str | None:
+    """The forward argument that marks which text positions hold the ``kind`` features, where a
+    model has no media token (Kosmos-2's ``image_embeds_position_mask``)."""
+    params = _forward_params(model)
+    return next((p for p in sorted(params) if re.fullmatch(rf"{kind}\w*_position_mask", p)), None)
 
 
 def _ids_with_tokens(ids: torch.Tensor, token: int, count: int) -> torch.Tensor | None:
