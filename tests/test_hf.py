@@ -1838,6 +1838,37 @@ def test_a_shape_the_docstring_gives_in_config_fields_sizes_the_argument_asked_f
 
 
 @needs_hf
+def test_features_take_the_rank_their_docstring_gives() -> None:
+    """UnlimitedOCR's vision encoder takes ``(batch_size, hidden_size, grid_height, grid_width)``
+    patch embeddings; made as a sequence of vectors (as wide as its patch size, by the name's
+    prefix) it failed to unpack four sizes. DeepSeek-OCR 2's encoder requires ``num_patches: int``,
+    which was a float tensor."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    class Patches(nn.Module):
+        def forward(self, patch_embeds: torch.Tensor, states: torch.Tensor) -> None:
+            """
+            Args:
+                patch_embeds (`torch.Tensor` of shape `(batch_size, hidden_size, grid_height, grid_width)`):
+                    patches.
+                states (`torch.Tensor` of shape `(batch_size, sequence_length, hidden_size)`):
+                    a sequence.
+            """
+
+    cfg = SimpleNamespace(hidden_size=12, patch_size=4, image_size=16)
+    made = hf.inputs._named_inputs(["patch_embeds", "states"], cfg, {}, 2, 5, 0, hf.inputs._declared(Patches()))
+    assert made["patch_embeds"].shape == (2, 12, 4, 4) and made["states"].shape == (2, 5, 12)
+    model, inputs = hf.build("unlimited_ocr_vision_encoder", device="meta")
+    embeds = inputs["patch_embeds"]
+    assert embeds.dim() == 4 and embeds.shape[1] == model.config.hidden_size
+    trace(model, inputs)
+    model, inputs = hf.build("deepseek_ocr2_encoder", device="meta")
+    assert type(inputs["num_patches"]) is int
+    trace(model, inputs)
+
+
+@needs_hf
 def test_a_model_without_an_image_token_gets_the_mask_of_its_image_positions() -> None:
     """Kosmos-2 has no image token: ``image_embeds_position_mask`` marks the text positions its
     ``latent_query_num`` image features replace. Without it the model read None and failed."""

@@ -127,6 +127,8 @@ _FORMS = (("integers", r"\b(Long|Int)Tensor\b"),
           ("count", r"^(int|int \| None|typing\.Optional\[int\])$"))
 
 
+_COUNT = 2  # a Python int argument: a count (of patches, of documents), a few
+
 # "`name` (`torch.LongTensor` of shape `(batch_size * config.n_docs, config.max_combined_length)`"
 _DOC_SHAPE = re.compile(r"^\s*(\w+) \(`[^`]*` of shape `\(([^`]*)\)`", re.M)
 
@@ -160,15 +162,16 @@ def _declared(model: nn.Module) -> Declared:
 def _documented_size(shape: str, cfg: Any, inputs: Mapping[str, Any], batch: int, n: int,
                      width: int) -> tuple[int, ...] | None:
     """A docstring's shape in sizes, where every axis is one the example fixes: the batch, the
-    text's length, an image's channels and sides, the width, a config field (a length capped at
-    the text's) or a number, and products of those; None where an axis is not."""
+    text's length, an image's channels and sides, its grid of patches, the width, a config field
+    (a length capped at the text's) or a number, and products of those; None where an axis is not."""
     image = next((v for k, v in inputs.items() if k.endswith("pixel_values") and isinstance(v, torch.Tensor)
                   and v.dim() == 4), None)
     known: dict[str, int] = {"batch_size": batch, "sequence_length": n, "target_sequence_length": n,
-                             "seq_len": n, "hidden_size": width}
+                             "seq_len": n, "hidden_size": _find_int(cfg, "hidden_size", default=width)}
     if image is not None:
         known.update(num_channels=int(image.shape[1]), height=int(image.shape[2]), width=int(image.shape[3]),
                      image_size=int(image.shape[2]))
+    known["grid_height"], known["grid_width"] = _patch_side(cfg, inputs)
     sizes: list[int] = []
     for axis in shape.split(","):
         size = 1
@@ -223,7 +226,9 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
     for name in sorted(required - set(inputs)):
         if name.endswith("mask"):
             continue
-        if (kinds := _modalities(name, cfg, ids)) is not None:
+        if forms.get(name) == "count":
+            inputs[name] = _COUNT
+        elif (kinds := _modalities(name, cfg, ids)) is not None:
             inputs[name] = kinds
         elif name.endswith("type_ids"):  # a type or segment index into a small table (token_type_ids'): the first
             inputs[name] = torch.zeros_like(ids)
@@ -242,8 +247,7 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
         elif forms.get(name) == "integers":
             inputs[name] = torch.ones(batch, seq, dtype=torch.long)
         else:  # hidden states, embeddings, latents, robot states...: features as wide as the model
-            features = torch.randn(batch, seq, width, generator=g)
-            inputs[name] = _feature_maps(features) if forms.get(name) == "maps" else features
+            inputs[name] = _features(name, declared, (batch, seq, width), cfg, inputs, g)
 
 
 _INDEX_SUFFIX = re.compile(r"_(ids|id|index|indices)$")
@@ -506,7 +510,7 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         low = name.lower()
         documented = declared.shapes.get(name, "")
         if forms.get(name) == "count":
-            out[name] = 2
+            out[name] = _COUNT
         elif "config." in documented and (size := _documented_size(documented, cfg, inputs, batch, n, width)):
             if forms.get(name) == "integers" or _INDEX_SUFFIX.search(name):
                 out[name] = torch.randint(0, _find_int(cfg, "vocab_size", default=2), size, generator=g)
@@ -548,9 +552,23 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         elif "mel" in low:  # Gemma 3n's audio_mel: frames of mel bins
             out[name] = torch.randn(batch, n, _mel_bins(cfg), generator=g)
         else:
-            features = torch.randn(batch, n, dim(name, width), generator=g)
-            out[name] = _feature_maps(features) if forms.get(name) == "maps" else features
+            out[name] = _features(name, declared, (batch, n, dim(name, width)), cfg, inputs, g)
     return out
+
+
+def _features(name: str, declared: Declared | None, size: tuple[int, int, int], cfg: Any,
+              inputs: Mapping[str, Any], g: torch.Generator) -> Any:
+    """Float features of ``size`` (batch, positions, width): as maps where the forward declares a
+    list of tensors; in the shape its docstring gives where that shape is known and says more
+    than a sequence of vectors: another rank, or a config field (UnlimitedOCR's vision encoder
+    takes ``(batch_size, hidden_size, grid_height, grid_width)`` patch embeddings)."""
+    declared = declared or Declared()
+    documented = declared.shapes.get(name, "")
+    shape = _documented_size(documented, cfg, inputs, size[0], size[1], size[2]) if documented else None
+    if shape is not None and (len(shape) != 3 or "config." in documented):
+        return torch.randn(shape, generator=g)
+    features = torch.randn(size, generator=g)
+    return _feature_maps(features) if declared.forms.get(name) == "maps" else features
 
 
 def _flattened_patches(cfg: Any, batch: int, g: torch.Generator) -> torch.Tensor:
