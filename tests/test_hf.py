@@ -984,6 +984,28 @@ def test_a_layer_norm_asks_for_features_as_wide_as_it_normalises() -> None:
     assert _reshaped(why.replace("[2, 16, 64]", "[2, 10, 64]"), inputs) == []
 
 
+def test_two_parts_of_a_concatenation_ask_for_the_same_size() -> None:
+    """XCodec2 concatenates acoustic frames (its waveform's samples over its hop: 10) with the
+    semantic frames of its features (16, made from the name): the input holding one of the two
+    sizes on one axis takes the other; one holding neither, or both, is not guessed at."""
+    from unitcheck.hf.shapes import _reshaped
+
+    inputs = {"input_features": torch.zeros(2, 16, 8), "input_values": torch.zeros(2, 1, 3200)}
+    why = ("RuntimeError: Sizes of tensors must match except in dimension 1. Expected 10 in dimension 2 but got "
+           "16 for tensor number 1 in the list")
+    assert _reshaped(why, inputs) == [("input_features", (2, 10, 8))]
+    assert _reshaped(why, {"x": torch.zeros(2, 16, 16), "y": torch.zeros(2, 7, 8)}) == []
+
+
+@needs_hf
+def test_a_codecs_features_get_as_many_frames_as_its_waveform() -> None:
+    from unitcheck import hf
+
+    model, inputs = hf.build("xcodec2", device="meta")
+    hop = int(model.config.hop_length)
+    assert inputs["input_features"].shape[1] == inputs["input_values"].shape[-1] // hop
+
+
 def test_a_broadcast_against_a_fixed_size_tensor_reshapes_the_input_it_shows() -> None:
     """TVP multiplies its frames by a prompt mask as large as its configured image; Kyutai adds one
     offset per codebook to its ids; FunASR normalises stacked frames: the message shows the

@@ -51,6 +51,9 @@ _MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
+_CONCATENATED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (\d+) in dimension \d+ "
+                           r"but got (\d+) for tensor number")
+
 _SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+) .*but got split_sizes=\[([\d, ]+)\]")
 
 
@@ -74,7 +77,9 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
     broadcast against a fixed-size tensor ("had torch.Size([448, 448]) ... broadcastable to [2, 3,
     64, 64]": the input's trailing dims become that tensor's; ids too, Kyutai's one column per
     codebook offset), a projection's "[384, 64] X [192, 64]" (rows as wide as its in-features, as
-    patch rows too), a conv patch embedding given patch rows (each row as a c x p x p patch). Only an input whose shape the message shows (give or take the few steps a conv
+    patch rows too), a conv patch embedding given patch rows (each row as a c x p x p patch), two
+    parts of a concatenation (an input holding one of the two sizes on one axis takes the other).
+    Otherwise only an input whose shape the message shows (give or take the few steps a conv
     pads its input by) is changed, so layers deeper in the model (whose sizes the config ties) are
     never guessed at; the one exception is a pooling or patching window larger than what is left
     of the image, which asks for a larger image."""
@@ -169,6 +174,17 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
                 # the examples' frames concatenated along time, (features, total frames): the Qwen
                 # Omni audio encoders split them back by their per-example lengths
                 out.append((name, (v.shape[1], sum(sizes))))
+    m = _CONCATENATED.search(why)
+    if m:
+        # two parts of one concatenation disagree on an axis (XCodec2's acoustic frames, from the
+        # waveform, against the semantic frames of its features): an input holding one size on a
+        # single axis after its batch, remade with the other, in both directions
+        a, b = int(m.group(1)), int(m.group(2))
+        for have, want in ((a, b), (b, a)):
+            for name, v in floats.items():
+                axes = [i for i in range(1, v.dim()) if v.shape[i] == have]
+                if len(axes) == 1:
+                    out.append((name, tuple(want if i == axes[0] else int(d) for i, d in enumerate(v.shape))))
     said = _reduction(why)
     if said:
         rows, have, want = said
