@@ -1817,6 +1817,16 @@ def test_a_count_the_statement_reads_under_a_helpers_name_is_asked_for_as_an_int
     from unitcheck import hf
     from unitcheck.tracer import trace
 
+    class Reads(nn.Module):
+        def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                    pixel_attention_mask: torch.Tensor | None = None, num_patches: int | None = None) -> None:
+            return None
+
+    why = "TypeError: zeros(): ... but got NoneType [at: out = torch.zeros((b, max_num_patches, d))]"
+    assert hf.inputs._asked_for(Reads(), {"x": 1}, why) == ["num_patches"]
+    # a longer name that is an argument itself asks for that argument, not the one it ends with
+    why = "TypeError: 'NoneType' object is not subscriptable [at: m = pixel_attention_mask[:, 0]]"
+    assert hf.inputs._asked_for(Reads(), {"x": 1}, why) == ["pixel_attention_mask"]
     info: list[Any] = []
     model, inputs = hf.build("blt_local_encoder", device="meta", info=info)
     assert info[0].probed and {"num_patches", "patch_ids"} <= set(inputs)

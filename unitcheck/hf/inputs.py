@@ -467,7 +467,8 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     statement = why.rpartition("[at: ")[2] if "NoneType" in why else ""
     # a None the statement read under a longer name: a helper's parameter bound to the argument
     # (BLT's ``patch_reduce(hidden_states, max_num_patches, ...)`` given ``num_patches``)
-    words |= {p for p in params if re.search(rf"\b\w+_{p}\b", statement)}
+    read = set(re.findall(r"[A-Za-z_]\w*", statement)) - _forward_params(model)  # not an argument's own name
+    words |= {p for p in params if any(w.endswith(f"_{p}") for w in read)}
     asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
     # where the message says which is missing, that one only ("Multimodal data was passed (via
     # `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing": no video grid)
