@@ -1901,6 +1901,25 @@ def test_features_take_the_rank_their_docstring_gives() -> None:
 
 
 @needs_hf
+def test_patch_rows_take_the_axes_their_docstring_gives() -> None:
+    """Inkling 2's vision tower takes each merged token's patches as (tokens, patch_size *
+    spatial_merge_size, patch_size * spatial_merge_size, num_channels), channels last, not
+    Qwen-style rows of channels x patch x patch values, which its reshape refused."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    cfg = SimpleNamespace(patch_size=4, spatial_merge_size=2, num_channels=3)
+    assert hf.inputs._documented_size("patch_size * spatial_merge_size, 7, num_channels", cfg, {}, 2, 5, 8) == (8, 7, 3)
+    assert hf.inputs._documented_size("patch_size, num_frames", cfg, {}, 2, 5, 8) is None  # an axis it cannot size
+    model, inputs = hf.build("inkling2_vision", device="meta")
+    vision = model.config
+    side = int(vision.patch_size) * int(vision.spatial_merge_size)
+    assert inputs["pixel_values"].shape[1:] == (side, side, int(vision.num_channels))
+    assert inputs["pixel_values"].shape[0] == int(inputs["image_grid_thw"].prod(dim=1).sum())
+    trace(model, inputs)
+
+
+@needs_hf
 def test_a_model_without_an_image_token_gets_the_mask_of_its_image_positions() -> None:
     """Kosmos-2 has no image token: ``image_embeds_position_mask`` marks the text positions its
     ``latent_query_num`` image features replace. Without it the model read None and failed."""

@@ -163,7 +163,8 @@ def _documented_size(shape: str, cfg: Any, inputs: Mapping[str, Any], batch: int
                      width: int) -> tuple[int, ...] | None:
     """A docstring's shape in sizes, where every axis is one the example fixes: the batch, the
     text's length, an image's channels and sides, its grid of patches, the width, a config field
-    (a length capped at the text's) or a number, and products of those; None where an axis is not."""
+    (``config.n_docs`` or bare, ``patch_size``; a length capped at the text's) or a number, and
+    products of those; None where an axis is not."""
     image = next((v for k, v in inputs.items() if k.endswith("pixel_values") and isinstance(v, torch.Tensor)
                   and v.dim() == 4), None)
     known: dict[str, int] = {"batch_size": batch, "sequence_length": n, "target_sequence_length": n,
@@ -177,7 +178,7 @@ def _documented_size(shape: str, cfg: Any, inputs: Mapping[str, Any], batch: int
         size = 1
         for factor in (f.strip() for f in axis.split("*")):
             value = known.get(factor) if not factor.isdigit() else int(factor)
-            if value is None and factor.startswith("config."):
+            if value is None and re.fullmatch(r"(config\.)?[a-z_]+", factor):  # a config field, named bare or not
                 field = _find(cfg, factor.removeprefix("config."))
                 value = (min(int(field), n) if factor.endswith("length") else int(field)) if _is_int(field) else None
             if value is None or value < 1:

@@ -13,7 +13,9 @@ from torch import nn
 
 from .common import HFError, _find, _find_int, _get, _int_list, _is_int, _quiet
 from .inputs import (
+    _declared,
     _default_bins,
+    _documented_size,
     _forward_params,
     _grid_axes,
     _grid_rows,
@@ -136,10 +138,15 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
     grid_name = next((r for r in ("grid_thw", "image_grid_thw", "target_sizes", "tgt_sizes") if r in required),
                      "image_grid_thw")
     patches_name = next((r for r in ("hidden_states", "pixel_values") if r in required), "pixel_values")
-    return {
-        patches_name: torch.randn(batch * side * side, chans * temporal * patch * patch, generator=g),
-        grid_name: _grid_rows(grid_name, (side, side), batch),
-    }
+    rows = batch * side * side
+    patches = torch.randn(rows, chans * temporal * patch * patch, generator=g)
+    # each row in the axes the forward's docstring gives, where it gives more than one (Inkling 2's
+    # tower takes (tokens, patch_size * merge, patch_size * merge, channels), channels last)
+    axes = _declared(model).shapes.get(patches_name, "").split(",")[1:]
+    each = _documented_size(",".join(axes), vc, {}, batch, rows, chans) if len(axes) > 1 else None
+    if each is not None:
+        patches = torch.randn(rows, *each, generator=g)
+    return {patches_name: patches, grid_name: _grid_rows(grid_name, (side, side), batch)}
 
 
 _EMBEDS = "inputs_embeds"
