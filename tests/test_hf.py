@@ -997,6 +997,20 @@ def test_two_parts_of_a_concatenation_ask_for_the_same_size() -> None:
     assert _reshaped(why, {"x": torch.zeros(2, 16, 16), "y": torch.zeros(2, 7, 8)}) == []
 
 
+def test_images_the_model_stacks_are_scaled_together_to_the_configured_size() -> None:
+    """SegGPT stacks its prompt above its input and checks the stack against its image size:
+    every image takes the scale the message gives, and inputs shaped alike are remade alike."""
+    from unitcheck.hf.shapes import _reshaped, _with_companions
+
+    images = {name: torch.zeros(2, 3, 896, 448) for name in ("pixel_values", "prompt_pixel_values")}
+    inputs = {**images, "bool_masked_pos": torch.zeros(2, 16, dtype=torch.bool)}
+    why = "ValueError: Input image size (1792*448) doesn't match model (896*448)."
+    assert _reshaped(why, inputs) == [(name, (2, 3, 448, 448)) for name in images]
+    assert _with_companions(inputs, ("pixel_values", (2, 3, 448, 448))) == [
+        (("pixel_values", (2, 3, 448, 448)),),
+        (("pixel_values", (2, 3, 448, 448)), ("prompt_pixel_values", (2, 3, 448, 448)))]
+
+
 @needs_hf
 def test_a_codecs_features_get_as_many_frames_as_its_waveform() -> None:
     from unitcheck import hf

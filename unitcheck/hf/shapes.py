@@ -51,6 +51,8 @@ _MAT1_MAT2 = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+
 _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 
 
+_IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
+
 _CONCATENATED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (\d+) in dimension \d+ "
                            r"but got (\d+) for tensor number")
 
@@ -174,6 +176,16 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
                 # the examples' frames concatenated along time, (features, total frames): the Qwen
                 # Omni audio encoders split them back by their per-example lengths
                 out.append((name, (v.shape[1], sum(sizes))))
+    m = _IMAGE_SIZE.search(why)
+    if m:
+        # a patch embedding that checks its image against the configured size, given images the
+        # model stacked first (SegGPT puts its prompt above its input): each image scaled so the
+        # stack is that size
+        h0, w0, h1, w1 = (int(x) for x in m.groups())
+        for name, v in floats.items():
+            h, w = (int(d) for d in v.shape[-2:])
+            if v.dim() == 4 and h * h1 % h0 == 0 and w * w1 % w0 == 0 and (h0, w0) != (h1, w1):
+                out.append((name, (*(int(d) for d in v.shape[:2]), h * h1 // h0, w * w1 // w0)))
     m = _CONCATENATED.search(why)
     if m:
         # two parts of one concatenation disagree on an axis (XCodec2's acoustic frames, from the
@@ -203,13 +215,19 @@ _MAX_REMADE = 2**25  # elements of an input a failure's shape remakes: a larger 
 
 def _with_companions(inputs: Mapping[str, Any], o: tuple[str, tuple[int, ...]]
                      ) -> list[tuple[tuple[str, tuple[int, ...]], ...]]:
-    """``o`` alone, then with the integer inputs given per example remade per item of the axes
+    """``o`` alone, then with the float inputs shaped as its input was remade as it is, then with
+    the integer inputs given per example remade per item of the axes
     ``o`` adds after the batch axis: Mllama's (batch, images, tiles, c, h, w) pixels come with
     ``aspect_ratio_ids`` per image (batch, images) and ``aspect_ratio_mask`` per tile (batch,
     images, tiles); each such input at each prefix of the new leading axes."""
     name, shape = o
     v = inputs.get(name)
     out: list[tuple[tuple[str, tuple[int, ...]], ...]] = [(o,)]
+    if isinstance(v, torch.Tensor) and v.is_floating_point() and len(shape) == v.dim():
+        alike = [k for k, t in inputs.items() if k != name and isinstance(t, torch.Tensor) and t.is_floating_point()
+                 and t.shape == v.shape]
+        if alike:  # float inputs shaped alike, remade alike (SegGPT's prompt, its mask and its input)
+            out.append((o, *((k, shape) for k in alike)))
     if not isinstance(v, torch.Tensor) or len(shape) <= v.dim() or shape[0] != v.shape[0] \
             or tuple(shape[len(shape) - v.dim() + 1:]) != tuple(v.shape[1:]):
         return out
