@@ -1009,6 +1009,10 @@ def test_images_the_model_stacks_are_scaled_together_to_the_configured_size() ->
     assert _with_companions(inputs, ("pixel_values", (2, 3, 448, 448))) == [
         (("pixel_values", (2, 3, 448, 448)),),
         (("pixel_values", (2, 3, 448, 448)), ("prompt_pixel_values", (2, 3, 448, 448)))]
+    # features made from their names are all (batch, positions, width): alike by construction
+    features = {"noise_embeds": torch.zeros(2, 16, 64), "context_hidden_states": torch.zeros(2, 16, 64)}
+    assert _with_companions(features, ("context_hidden_states", (2, 16, 320))) == [
+        (("context_hidden_states", (2, 16, 320)),)]
 
 
 @needs_hf
@@ -1931,6 +1935,10 @@ def test_patch_rows_take_the_axes_their_docstring_gives() -> None:
     assert inputs["pixel_values"].shape[1:] == (side, side, int(vision.num_channels))
     assert inputs["pixel_values"].shape[0] == int(inputs["image_grid_thw"].prod(dim=1).sum())
     trace(model, inputs)
+    # transformers' generic text for an image, (batch_size, num_channels, image_size, image_size),
+    # says nothing of patch rows: MiniMax-M3-VL's tower keeps its rows of c x p x p values
+    model, inputs = hf.build("minimax_m3_vl_vision", device="meta")
+    assert inputs["pixel_values"].dim() == 2
 
 
 @needs_hf

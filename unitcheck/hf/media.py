@@ -141,9 +141,11 @@ def _patches_with_grid(model: nn.Module, cfg: Any, required: set[str], batch: in
     rows = batch * side * side
     patches = torch.randn(rows, chans * temporal * patch * patch, generator=g)
     # each row in the axes the forward's docstring gives, where it gives more than one (Inkling 2's
-    # tower takes (tokens, patch_size * merge, patch_size * merge, channels), channels last)
-    axes = _declared(model).shapes.get(patches_name, "").split(",")[1:]
-    each = _documented_size(",".join(axes), vc, {}, batch, rows, chans) if len(axes) > 1 else None
+    # tower takes (tokens, patch_size * merge, patch_size * merge, channels), channels last); not
+    # where its first axis is the batch: transformers' generic text for an image argument
+    first, *axes = _declared(model).shapes.get(patches_name, "").split(",")
+    each = _documented_size(",".join(axes), vc, {}, batch, rows, chans) \
+        if len(axes) > 1 and first.strip() != "batch_size" else None
     if each is not None:
         patches = torch.randn(rows, *each, generator=g)
     return {patches_name: patches, grid_name: _grid_rows(grid_name, (side, side), batch)}

@@ -215,7 +215,7 @@ _MAX_REMADE = 2**25  # elements of an input a failure's shape remakes: a larger 
 
 def _with_companions(inputs: Mapping[str, Any], o: tuple[str, tuple[int, ...]]
                      ) -> list[tuple[tuple[str, tuple[int, ...]], ...]]:
-    """``o`` alone, then with the float inputs shaped as its input was remade as it is, then with
+    """``o`` alone, then with the images shaped as its input was remade as it is, then with
     the integer inputs given per example remade per item of the axes
     ``o`` adds after the batch axis: Mllama's (batch, images, tiles, c, h, w) pixels come with
     ``aspect_ratio_ids`` per image (batch, images) and ``aspect_ratio_mask`` per tile (batch,
@@ -223,10 +223,11 @@ def _with_companions(inputs: Mapping[str, Any], o: tuple[str, tuple[int, ...]]
     name, shape = o
     v = inputs.get(name)
     out: list[tuple[tuple[str, tuple[int, ...]], ...]] = [(o,)]
-    if isinstance(v, torch.Tensor) and v.is_floating_point() and len(shape) == v.dim():
+    if isinstance(v, torch.Tensor) and v.is_floating_point() and len(shape) == v.dim() >= 4:
         alike = [k for k, t in inputs.items() if k != name and isinstance(t, torch.Tensor) and t.is_floating_point()
                  and t.shape == v.shape]
-        if alike:  # float inputs shaped alike, remade alike (SegGPT's prompt, its mask and its input)
+        if alike:  # images shaped alike, remade alike (SegGPT's prompt, its mask and its input; features
+            # made from their names are all (batch, positions, width) by construction, not alike)
             out.append((o, *((k, shape) for k in alike)))
     if not isinstance(v, torch.Tensor) or len(shape) <= v.dim() or shape[0] != v.shape[0] \
             or tuple(shape[len(shape) - v.dim() + 1:]) != tuple(v.shape[1:]):
