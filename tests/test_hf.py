@@ -997,6 +997,36 @@ def test_two_parts_of_a_concatenation_ask_for_the_same_size() -> None:
     assert _reshaped(why, {"x": torch.zeros(2, 16, 16), "y": torch.zeros(2, 7, 8)}) == []
 
 
+@needs_hf
+def test_two_layers_a_concatenation_joins_get_one_width() -> None:
+    """DeepSeek-OCR 2's default config sizes its SAM neck's last channels and its encoder's width
+    independently: the concatenation of the two fails (72 against 64 once shrunk). The width fewer
+    fields hold takes the other's; a statement that joins an input leaves the config alone."""
+    from transformers import PretrainedConfig
+
+    from unitcheck.hf.repair import _repair_joined
+
+    sam = PretrainedConfig(downsample_channels=[40, 72], hidden_size=32)
+    cfg = PretrainedConfig(sam_config=sam, encoder_config=PretrainedConfig(hidden_size=64, intermediate_size=64))
+    why = ("RuntimeError: Sizes of tensors must match except in dimension 1. Expected 72 in dimension 2 but got 64 "
+           "for tensor number 1 in the list [at: combined = torch.cat([hidden_states, queries], dim=1)]")
+    fixes = _repair_joined(cfg, why, {"pixel_values": torch.zeros(2, 3, 64, 64)})
+    assert [(path, key, value) for path, key, value, _ in fixes] == [(("sam_config",), "downsample_channels", [40, 64])]
+    assert _repair_joined(cfg, why, {"hidden_states": torch.zeros(2, 3, 64)}) == ()  # an input joined: not the config
+
+
+@needs_hf
+def test_a_default_config_whose_joined_widths_disagree_is_repaired() -> None:
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    info: list[Any] = []
+    model, inputs = hf.build("deepseek_ocr2_vision", device="meta", info=info)
+    assert info[0].probed and "downsample_channels" in info[0].plan
+    assert model.config.sam_config.downsample_channels[-1] == model.config.encoder_config.hidden_size
+    trace(model, inputs)
+
+
 def test_images_the_model_stacks_are_scaled_together_to_the_configured_size() -> None:
     """SegGPT stacks its prompt above its input and checks the stack against its image size:
     every image takes the scale the message gives, and inputs shaped alike are remade alike."""

@@ -17,7 +17,7 @@ from .common import HFError, _declared, _get, _has, _is_int, _paths, _short
 from .heads import _entry_class, _for_class, _head_class
 from .runs import _model_line, _runs_on_cpu
 from .shapes import _reduction, _shows_input
-from .shrink import _SAME, _layer_count, _main_width, _width_like
+from .shrink import _SAME, _layer_count, _main_width, _width_like, _width_list
 
 
 def _real_run(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int, meta: nn.Module) -> str | None:
@@ -69,6 +69,39 @@ def _repair_widths(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tupl
                  if _is_int(v) and not isinstance(v, bool) and v == want and _width_like(key.lower()))
 
 
+# two parts of one concatenation that disagree on an axis: "Sizes of tensors must match except in
+# dimension 1. Expected 72 in dimension 2 but got 64"
+_JOINED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (\d+) in dimension \d+ "
+                     r"but got (\d+)")
+
+
+def _repair_joined(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tuple[Fix, ...]:
+    """Two layers' outputs a concatenation joins, of widths the config sizes independently where
+    the checkpoint ties them (DeepSeek-OCR 2's default config: its SAM neck's last
+    ``downsample_channels`` 896 against the encoder's ``hidden_size`` 4096, 72 against 64 once
+    shrunk). The width fewer fields hold, in width fields and width lists, becomes the other, so
+    the fewest fields change; where the joining statement names an input, the input is what is
+    wrong (:func:`_reshaped`), and nothing is repaired."""
+    m = _JOINED.search(why)
+    if m is None or inputs is None:
+        return ()
+    statement = why.rpartition("[at: ")[2]
+    if any(re.search(rf"\b{re.escape(k)}\b", statement) for k in inputs):
+        return ()
+
+    def holders(width: int) -> list[tuple[tuple[str, ...], str, Any]]:
+        return [(path, key, v) for path, c in _paths(cfg) for key, v in vars(c).items()
+                if (_is_int(v) and not isinstance(v, bool) and v == width and _width_like(key.lower()))
+                or (isinstance(v, (list, tuple)) and width in v and _width_list(key.lower()))]
+
+    (old, held), (new, other) = sorted(((w, holders(w)) for w in (int(m.group(1)), int(m.group(2)))),
+                                       key=lambda t: len(t[1]))
+    if not held or not other:
+        return ()
+    return tuple((path, key, new if _is_int(v) else type(v)(new if x == old else x for x in v),
+                  f"{key} (as wide as what it is joined to)") for path, key, v in held)
+
+
 def _repair(cfg: Any, why: str, inputs: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
     """Config changes that answer a probe failure the model's own hard-coded defaults cause.
 
@@ -76,9 +109,10 @@ def _repair(cfg: Any, why: str, inputs: Mapping[str, Any] | None = None) -> tupl
     written for the checkpoint's rotary dim, which the default config (and any smaller one) does
     not have. The split sizes the model asked for are scaled to the rotary dim it has; sections
     left unset get three. Position ids counted from an unset padding id get one. A projection
-    between two layers whose widths the config does not tie gets them tied
-    (:func:`_repair_widths`, given the ``inputs`` the failure ran)."""
-    if widths := _repair_widths(cfg, why, inputs):
+    between two layers whose widths the config does not tie gets them tied, and so do two parts a
+    concatenation joins (:func:`_repair_widths`, :func:`_repair_joined`, given the ``inputs`` the
+    failure ran)."""
+    if widths := _repair_widths(cfg, why, inputs) or _repair_joined(cfg, why, inputs):
         return widths
     if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
         # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
