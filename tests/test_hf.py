@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import typing
 from types import SimpleNamespace
 from typing import Any
 
@@ -995,6 +996,9 @@ def test_two_parts_of_a_concatenation_ask_for_the_same_size() -> None:
            "16 for tensor number 1 in the list")
     assert _reshaped(why, inputs) == [("input_features", (2, 10, 8))]
     assert _reshaped(why, {"x": torch.zeros(2, 16, 16), "y": torch.zeros(2, 7, 8)}) == []
+    real = "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 10 but got size 16 " \
+        "for tensor number 1 in the list."  # a real run's wording
+    assert _reshaped(real, inputs) == [("input_features", (2, 10, 8))]
 
 
 @needs_hf
@@ -1013,6 +1017,8 @@ def test_two_layers_a_concatenation_joins_get_one_width() -> None:
     fixes = _repair_joined(cfg, why, {"pixel_values": torch.zeros(2, 3, 64, 64)})
     assert [(path, key, value) for path, key, value, _ in fixes] == [(("sam_config",), "downsample_channels", [40, 64])]
     assert _repair_joined(cfg, why, {"hidden_states": torch.zeros(2, 3, 64)}) == ()  # an input joined: not the config
+    real = why.replace("Expected 72 in dimension 2 but got 64", "Expected size 72 but got size 64")
+    assert _repair_joined(cfg, real, {"pixel_values": torch.zeros(2, 3, 64, 64)}) == fixes
 
 
 @needs_hf
@@ -1033,7 +1039,7 @@ def test_images_the_model_stacks_are_scaled_together_to_the_configured_size() ->
     from unitcheck.hf.shapes import _reshaped, _with_companions
 
     images = {name: torch.zeros(2, 3, 896, 448) for name in ("pixel_values", "prompt_pixel_values")}
-    inputs = {**images, "bool_masked_pos": torch.zeros(2, 16, dtype=torch.bool)}
+    inputs = {**images, "bool_masked_pos": torch.zeros(2, 16, dtype=torch.bool), "timestep": torch.zeros(2)}
     why = "ValueError: Input image size (1792*448) doesn't match model (896*448)."
     assert _reshaped(why, inputs) == [(name, (2, 3, 448, 448)) for name in images]
     assert _with_companions(inputs, ("pixel_values", (2, 3, 448, 448))) == [
@@ -1839,10 +1845,13 @@ def test_a_part_that_takes_feature_maps_gets_them_and_traces(model_type: str) ->
 
     class Levels(nn.Module):
         def forward(self, maps: list[torch.Tensor], more: tuple[torch.FloatTensor, ...] | None,
-                    pair: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, n: int, k: int | None) -> None:
+                    pair: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, n: int, k: int | None,
+                    ids: list[torch.LongTensor] | None, old: typing.Optional[int],  # noqa: UP045
+                    older: typing.Optional[list[torch.Tensor]]) -> None:  # noqa: UP045
             return None
 
-    assert hf.inputs._declared(Levels()).forms == {"maps": "maps", "more": "maps", "n": "count", "k": "count"}
+    assert hf.inputs._declared(Levels()).forms == {"maps": "maps", "more": "maps", "n": "count", "k": "count",
+                                                   "ids": "maps", "old": "count", "older": "maps"}
     (level,) = hf.inputs._feature_maps(torch.arange(2 * 17 * 3.0).reshape(2, 17, 3))
     assert level.shape == (2, 3, 4, 4) and level[1, 2, 0, 1] == 17 * 3 + 1 * 3 + 2  # position 1's feature 2
     info: list[Any] = []
@@ -1875,6 +1884,10 @@ def test_a_count_the_statement_reads_under_a_helpers_name_is_asked_for_as_an_int
     # a longer name that is an argument itself asks for that argument, not the one it ends with
     why = "TypeError: 'NoneType' object is not subscriptable [at: m = pixel_attention_mask[:, 0]]"
     assert hf.inputs._asked_for(Reads(), {"x": 1}, why) == ["pixel_attention_mask"]
+    # an attribute is not a name the statement reads, nor is a message without a statement one
+    why = "TypeError: 'NoneType' object is not subscriptable [at: m = self.cached_num_patches[:, 0]]"
+    assert "num_patches" not in hf.inputs._asked_for(Reads(), {"x": 1}, why)
+    assert "num_patches" not in hf.inputs._asked_for(Reads(), {"x": 1}, "TypeError: 'NoneType' max_num_patches")
     info: list[Any] = []
     model, inputs = hf.build("blt_local_encoder", device="meta", info=info)
     assert info[0].probed and {"num_patches", "patch_ids"} <= set(inputs)
@@ -1892,21 +1905,26 @@ def test_a_shape_the_docstring_gives_in_config_fields_sizes_the_argument_asked_f
     from unitcheck.tracer import trace
 
     class Retrieved(nn.Module):
-        def forward(self, context_ids: torch.Tensor, scores: torch.Tensor) -> None:
+        def forward(self, context_ids: torch.Tensor, scores: torch.Tensor, context_mask: torch.LongTensor) -> None:
             """
             Args:
                 context_ids (`torch.LongTensor` of shape `(batch_size * config.n_docs, config.max_length)`):
                     documents.
                 scores (`torch.Tensor` of shape `(batch_size, config.n_docs, 3)`):
                     their scores.
+                context_mask (`torch.LongTensor` of shape `(batch_size * config.n_docs, config.max_length)`):
+                    their mask.
             """
 
     declared = hf.inputs._declared(Retrieved())
     assert declared.shapes == {"context_ids": "batch_size * config.n_docs, config.max_length",
-                               "scores": "batch_size, config.n_docs, 3"}
+                               "scores": "batch_size, config.n_docs, 3",
+                               "context_mask": "batch_size * config.n_docs, config.max_length"}
     cfg = SimpleNamespace(n_docs=3, max_length=300, vocab_size=7)
-    made = hf.inputs._named_inputs(["context_ids", "scores"], cfg, {"input_ids": torch.zeros(2, 10, dtype=torch.long)},
-                                   2, 16, 0, declared)
+    made = hf.inputs._named_inputs(["context_ids", "scores", "context_mask"], cfg,
+                                   {"input_ids": torch.zeros(2, 10, dtype=torch.long)}, 2, 16, 0, declared)
+    assert made["context_mask"].shape == (6, 10) and set(made["context_mask"].unique().tolist()) <= {0, 1}
+    assert hf.inputs._documented_size("batch_size,", cfg, {}, 2, 16, 8) == (2,)
     assert made["context_ids"].shape == (6, 10) and made["context_ids"].dtype == torch.long  # a length: capped
     assert int(made["context_ids"].max()) < 7 and made["scores"].shape == (2, 3, 3)
     info: list[Any] = []
@@ -1914,6 +1932,7 @@ def test_a_shape_the_docstring_gives_in_config_fields_sizes_the_argument_asked_f
     docs = int(model.config.n_docs)
     assert info[0].probed and inputs["doc_scores"].shape == (2, docs)
     assert inputs["context_input_ids"].shape[0] == inputs["context_attention_mask"].shape[0] == 2 * docs
+    assert set(inputs["context_attention_mask"].unique().tolist()) <= {0, 1}
     trace(model, inputs)
 
 

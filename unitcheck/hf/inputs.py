@@ -122,9 +122,12 @@ def _video(cfg: Any, image: torch.Tensor) -> torch.Tensor:
 # what a forward's annotation, as written, declares an argument to be: integer tensors
 # (``torch.LongTensor``), a list of tensors of any length (``list[torch.Tensor]``, ``tuple[torch.Tensor,
 # ...]``; not a fixed pair such as ``(cos, sin)``): multi-level feature maps), a Python int (a count)
-_FORMS = (("integers", r"\b(Long|Int)Tensor\b"),
-          ("maps", r"^(typing\.)?([Ll]ist\[torch\.\w*Tensor\]|[Tt]uple\[torch\.\w*Tensor, \.\.\.\])"),
-          ("count", r"^(int|int \| None|typing\.Optional\[int\])$"))
+_FORMS = (("maps", r"^(typing\.)?([Ll]ist\[torch\.\w*Tensor\]|[Tt]uple\[torch\.\w*Tensor, \.\.\.\])$"),
+          ("integers", r"\b(Long|Int)Tensor\b"),
+          ("count", r"^int$"))
+
+# an annotation's optional wrapper: ``X | None``, ``Optional[X]``
+_OPTIONAL = re.compile(r"^(?:typing\.)?Optional\[(.*)\]$|^(.*) \| None$")
 
 
 _COUNT = 2  # a Python int argument: a count (of patches, of documents), a few
@@ -151,6 +154,8 @@ def _declared(model: nn.Module) -> Declared:
     for name, p in params.items():
         text = p.annotation if isinstance(p.annotation, str) else str(p.annotation)
         text = "int" if p.annotation is int else text
+        if optional := _OPTIONAL.match(text):
+            text = optional.group(1) or optional.group(2)
         form = next((form for form, pattern in _FORMS if re.search(pattern, text)), None)
         if form is not None:
             forms[name] = form
@@ -174,10 +179,10 @@ def _documented_size(shape: str, cfg: Any, inputs: Mapping[str, Any], batch: int
                      image_size=int(image.shape[2]))
     known["grid_height"], known["grid_width"] = _patch_side(cfg, inputs)
     sizes: list[int] = []
-    for axis in shape.split(","):
+    for axis in shape.rstrip(", ").split(","):  # ``(batch_size,)``: one axis
         size = 1
         for factor in (f.strip() for f in axis.split("*")):
-            value = known.get(factor) if not factor.isdigit() else int(factor)
+            value = known.get(factor) if not factor.isdecimal() else int(factor)
             if value is None and re.fullmatch(r"(config\.)?[a-z_]+", factor):  # a config field, named bare or not
                 field = _find(cfg, factor.removeprefix("config."))
                 value = (min(int(field), n) if factor.endswith("length") else int(field)) if _is_int(field) else None
@@ -465,10 +470,11 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     params = _forward_params(model) - set(inputs) - _NOT_ASKED
     if "'NoneType' object has no attribute" in why:  # the statement read one as None: it is the input
         params |= {p for p in _forward_params(model) - set(inputs) if re.search(rf"\b{p}\.\w", why)}
-    statement = why.rpartition("[at: ")[2] if "NoneType" in why else ""
+    statement = why.rpartition("[at: ")[2] if "NoneType" in why and "[at: " in why else ""
     # a None the statement read under a longer name: a helper's parameter bound to the argument
     # (BLT's ``patch_reduce(hidden_states, max_num_patches, ...)`` given ``num_patches``)
-    read = set(re.findall(r"[A-Za-z_]\w*", statement)) - _forward_params(model)  # not an argument's own name
+    # names the statement reads, not attributes (``self.cached_causal_mask``) nor an argument's own
+    read = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", statement)) - _forward_params(model)
     words |= {p for p in params if any(w.endswith(f"_{p}") for w in read)}
     asked = sorted({p for p in params if p in words or p.removeprefix("decoder_") in words})  # a decoder's input_ids
     # where the message says which is missing, that one only ("Multimodal data was passed (via
@@ -514,10 +520,10 @@ def _named_inputs(names: list[str], cfg: Any, inputs: Mapping[str, Any], batch: 
         if forms.get(name) == "count":
             out[name] = _COUNT
         elif "config." in documented and (size := _documented_size(documented, cfg, inputs, batch, n, width)):
-            if forms.get(name) == "integers" or _INDEX_SUFFIX.search(name):
-                out[name] = torch.randint(0, _find_int(cfg, "vocab_size", default=2), size, generator=g)
-            elif low.endswith("mask") and len(size) == 2:
+            if low.endswith("mask") and len(size) == 2:
                 out[name] = _mask(name, (size[0], size[1]), torch.long)
+            elif forms.get(name) == "integers" or _INDEX_SUFFIX.search(name):
+                out[name] = torch.randint(0, _find_int(cfg, "vocab_size", default=2), size, generator=g)
             else:
                 out[name] = torch.randn(size, generator=g)
         elif low == "flattened_patches":  # Pix2Struct: each patch row is (row id, column id, pixels)

@@ -22,7 +22,7 @@ from .inputs import (
     _media_token,
     _vision_cfg,
 )
-from .runs import _as_export, _runs_on_cpu
+from .runs import _as_export, _faked, _runs_on_cpu
 from .shapes import _SIZE_INDEPENDENT, _reshaped, _with_shapes
 
 
@@ -359,7 +359,7 @@ def _count_features(model: nn.Module, get: Any, media: dict[str, Any], kind: str
         try:
             with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
                     _as_export():
-                feats = get(**{k: mode.from_tensor(v.to("meta")) for k, v in media.items()})
+                feats = get(**_faked(mode, media))
                 return _feature_count(_tower_output(feats))
         except Exception as err:
             if "data-dependent" not in str(err):

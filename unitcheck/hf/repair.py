@@ -70,9 +70,9 @@ def _repair_widths(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tupl
 
 
 # two parts of one concatenation that disagree on an axis: "Sizes of tensors must match except in
-# dimension 1. Expected 72 in dimension 2 but got 64"
-_JOINED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (\d+) in dimension \d+ "
-                     r"but got (\d+)")
+# dimension 1. Expected 72 in dimension 2 but got 64" (a real run: "Expected size 72 but got size 64")
+_JOINED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (?:size )?(\d+)"
+                     r"(?: in dimension \d+)? but got (?:size )?(\d+)")
 
 
 def _repair_joined(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tuple[Fix, ...]:

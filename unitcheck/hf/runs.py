@@ -33,6 +33,14 @@ def _as_export() -> Iterator[None]:
         compiler._is_compiling_flag, compiler._is_exporting_flag = flags
 
 
+def _faked(mode: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` with every tensor, inside lists too (a pyramid's levels), a fake meta tensor of
+    ``mode``; counts and other values as they are."""
+    from torch.utils._pytree import tree_map_only
+
+    return tree_map_only(torch.Tensor, lambda v: mode.from_tensor(v.to("meta")), dict(inputs))
+
+
 def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     """None when a forward pass on fake meta tensors accepts ``inputs``, else why not.
 
@@ -40,12 +48,11 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     export takes (plain meta tensors fail on the ``.item()`` calls of eager-only shortcuts)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    from torch.utils._pytree import tree_map_only
 
     try:
         with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
                 _as_export():
-            fake = tree_map_only(torch.Tensor, lambda v: mode.from_tensor(v.to("meta")), dict(inputs))  # lists too
+            fake = _faked(mode, inputs)
             model(**fake)
     except Exception as err:
         line = _model_line(err)

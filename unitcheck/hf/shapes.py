@@ -53,8 +53,9 @@ _REDUCTION = re.compile(r"a and b must have same reduction dim, but got \[(\d+),
 
 _IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
 
-_CONCATENATED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (\d+) in dimension \d+ "
-                           r"but got (\d+) for tensor number")
+# (fake tensors say "Expected 10 in dimension 2 but got 16", real ones "Expected size 10 but got size 16")
+_CONCATENATED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (?:size )?(\d+)"
+                           r"(?: in dimension \d+)? but got (?:size )?(\d+) for tensor number")
 
 _SPLIT_SUM = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+) .*but got split_sizes=\[([\d, ]+)\]")
 
@@ -183,8 +184,10 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
         # stack is that size
         h0, w0, h1, w1 = (int(x) for x in m.groups())
         for name, v in floats.items():
+            if v.dim() != 4:
+                continue
             h, w = (int(d) for d in v.shape[-2:])
-            if v.dim() == 4 and h * h1 % h0 == 0 and w * w1 % w0 == 0 and (h0, w0) != (h1, w1):
+            if h * h1 % h0 == 0 and w * w1 % w0 == 0 and (h0, w0) != (h1, w1):
                 out.append((name, (*(int(d) for d in v.shape[:2]), h * h1 // h0, w * w1 // w0)))
     m = _CONCATENATED.search(why)
     if m:
