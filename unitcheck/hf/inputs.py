@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .common import SMALL_DEFAULTS, _find, _find_int, _get, _has, _int_list, _is_int, _paths, _walk
-from .runs import _probe
+from .runs import _probe, _statement
 
 
 def _media_token(cfg: Any, kind: str) -> Any:
@@ -145,9 +145,19 @@ class Declared:
     shapes: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
+_DECLARED: dict[type, Declared] = {}  # by class: annotations and docstrings are the class's
+
+
 def _declared(model: nn.Module) -> Declared:
+    cls = type(model)
+    if cls not in _DECLARED:
+        _DECLARED[cls] = _read_declared(getattr(cls, "forward", None))
+    return _DECLARED[cls]
+
+
+def _read_declared(forward: Any) -> Declared:
     try:
-        params = inspect.signature(model.forward).parameters
+        params = inspect.signature(forward).parameters
     except (TypeError, ValueError):
         return Declared()
     forms: dict[str, str] = {}
@@ -159,7 +169,7 @@ def _declared(model: nn.Module) -> Declared:
         form = next((form for form, pattern in _FORMS if re.search(pattern, text)), None)
         if form is not None:
             forms[name] = form
-    doc = getattr(model.forward, "__doc__", None) or ""
+    doc = getattr(forward, "__doc__", None) or ""
     shapes = {m[1]: m[2] for m in _DOC_SHAPE.finditer(doc) if m[1] in params}
     return Declared(forms, shapes)
 
@@ -470,7 +480,7 @@ def _asked_for(model: nn.Module, inputs: Mapping[str, Any], why: str) -> list[st
     params = _forward_params(model) - set(inputs) - _NOT_ASKED
     if "'NoneType' object has no attribute" in why:  # the statement read one as None: it is the input
         params |= {p for p in _forward_params(model) - set(inputs) if re.search(rf"\b{p}\.\w", why)}
-    statement = why.rpartition("[at: ")[2] if "NoneType" in why and "[at: " in why else ""
+    statement = (_statement(why) or "") if "NoneType" in why else ""
     # a None the statement read under a longer name: a helper's parameter bound to the argument
     # (BLT's ``patch_reduce(hidden_states, max_num_patches, ...)`` given ``num_patches``)
     # names the statement reads, not attributes (``self.cached_causal_mask``) nor an argument's own

@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .common import HFError, _declared, _get, _has, _is_int, _paths, _short
+from .common import HFError, _declared, _get, _has, _is_int, _paths
 from .heads import _entry_class, _for_class, _head_class
-from .runs import _model_line, _runs_on_cpu
-from .shapes import _reduction, _shows_input
+from .runs import _failure, _model_line, _runs_on_cpu, _statement
+from .shapes import _CONCATENATED, _reduction, _shows_input
 from .shrink import _SAME, _layer_count, _main_width, _width_like, _width_list
 
 
@@ -31,8 +31,7 @@ def _real_run(tf: Any, head: str, cfg: Any, inputs: Mapping[str, Any], seed: int
         with torch.no_grad():
             model(**inputs)
     except Exception as err:
-        line = _model_line(err)
-        return _short(err, 200) + (f" [at: {line}]" if line else "")
+        return _failure(err)
     return None
 
 
@@ -69,12 +68,6 @@ def _repair_widths(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tupl
                  if _is_int(v) and not isinstance(v, bool) and v == want and _width_like(key.lower()))
 
 
-# two parts of one concatenation that disagree on an axis: "Sizes of tensors must match except in
-# dimension 1. Expected 72 in dimension 2 but got 64" (a real run: "Expected size 72 but got size 64")
-_JOINED = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected (?:size )?(\d+)"
-                     r"(?: in dimension \d+)? but got (?:size )?(\d+)")
-
-
 def _repair_joined(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tuple[Fix, ...]:
     """Two layers' outputs a concatenation joins, of widths the config sizes independently where
     the checkpoint ties them (DeepSeek-OCR 2's default config: its SAM neck's last
@@ -82,10 +75,10 @@ def _repair_joined(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tupl
     shrunk). The width fewer fields hold, in width fields and width lists, becomes the other, so
     the fewest fields change; where the joining statement names an input, the input is what is
     wrong (:func:`_reshaped`), and nothing is repaired."""
-    m = _JOINED.search(why)
+    m = _CONCATENATED.search(why)
     if m is None or inputs is None:
         return ()
-    statement = why.rpartition("[at: ")[2]
+    statement = _statement(why) or why  # without a statement, the whole message
     if any(re.search(rf"\b{re.escape(k)}\b", statement) for k in inputs):
         return ()
 

@@ -55,9 +55,20 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
             fake = _faked(mode, inputs)
             model(**fake)
     except Exception as err:
-        line = _model_line(err)
-        return _short(err, 200) + (f" [at: {line}]" if line else "")
+        return _failure(err)
     return None
+
+
+def _failure(err: BaseException) -> str:
+    """A failed run's reason: the error, and the model statement that raised (:func:`_statement`
+    reads it back)."""
+    line = _model_line(err)
+    return _short(err, 200) + (f" [at: {line}]" if line else "")
+
+
+def _statement(why: str) -> str | None:
+    """The model statement a failure's reason names (:func:`_failure`), None where it names none."""
+    return why.rpartition("[at: ")[2] if "[at: " in why else None
 
 
 _REAL_RUN_PARAMETERS = 20_000_000  # larger candidates are left to the tracer's own real run
