@@ -105,8 +105,10 @@ def test_zoo_types_lint_from_the_command_line(arch: str, capsys: pytest.CaptureF
 def test_unbuildable_type_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     from unitcheck.cli import main
     from unitcheck.hf import head_classes, model_types
+    from unitcheck.hf.parts import _parents
 
-    orphan = next(t for t in model_types() if not head_classes(t))  # a configuration-only type
+    # a configuration-only type, no other type's part
+    orphan = next(t for t in model_types() if not head_classes(t) and not _parents(t))
     code = main(["lint", f"hf:{orphan}"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no model class" in err
@@ -896,7 +898,8 @@ def test_a_sub_model_type_is_built_from_the_class_that_takes_its_config() -> Non
 
     assert hf.head_classes("qwen2_vl_vision") == [
         ("base", "transformers.models.qwen2_vl.modeling_qwen2_vl:Qwen2VisionTransformerPretrainedModel", "none")]
-    assert hf.head_classes("sam_mask_decoder") == []
+    assert hf.head_classes("sam_mask_decoder") == [  # the class named after the config, a block (tests/hf)
+        ("part", "transformers.models.sam.modeling_sam:SamMaskDecoder", "none")]
     # a causal LM among them first (MusicGen's decoder: its loss-returning head)
     assert hf.head_classes("musicgen_decoder")[0] == (
         "causal_lm", "transformers.models.musicgen.modeling_musicgen:MusicgenForCausalLM", "tokens")

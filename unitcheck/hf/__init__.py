@@ -48,7 +48,7 @@ from .common import (
     resolve_type,
 )
 from .config import ATTENTION_KEY, image_size_overrides, make_config
-from .heads import _for_class, _label_kind, _uncallable, has_base_model, head_classes
+from .heads import PART, _for_class, _label_kind, _uncallable, has_base_model, head_classes
 from .inputs import (
     _asked_for,
     _asked_in_training,
@@ -59,6 +59,7 @@ from .inputs import (
 )
 from .layouts import _input_layouts
 from .media import _EMBEDS, _counted_by_tower, _embedding_width, _tokens_said, _with_tokens
+from .parts import _parents, build_part
 from .repair import (
     Fix,
     _apply_fixes,
@@ -348,6 +349,14 @@ def build(
 
     ``info``, when given, receives a :class:`Built` saying which plan, head and inputs were chosen."""
     model_type = resolve_type(model_type)
+    heads = head_classes(model_type)
+    if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
+        def made(parent: Built, parent_type: str, block: nn.Module) -> Built:
+            return Built(model_type, parent.plan, PART, type(block).__name__,
+                         f"as {parent_type} calls it ({parent.layout})", parent.probed, parent.tried)
+
+        return build_part(model_type, heads[0][1] if heads else None, dict(overrides or {}), seed, device, build,
+                          info, made)
     try:
         return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
     except HFError:

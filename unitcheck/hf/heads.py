@@ -13,6 +13,8 @@ from torch import nn
 from ..fxutil import defines_forward
 from .common import CONFIG_MAPPING_CLS, _paths
 
+PART = "part"  # the task of a block of another model (:mod:`.parts` builds it as that model calls it)
+
 # -- heads ------------------------------------------------------------------------------------
 
 # (mapping, what the labels are) in order of preference: a head that returns a loss first
@@ -57,8 +59,18 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
                and isinstance(name := getattr(modeling_auto, mapping).get(model_type), str)]
         out = [h for i, h in enumerate(out) if all(h[1] != n for _, n, _ in out[:i])]
     if not out:
-        out = _named_like_config(model_type) or _taking_config(model_type)
+        out = _named_like_config(model_type) or _taking_config(model_type) or _block_named_like_config(model_type)
     return out
+
+
+def _modeling_module(model_type: str) -> Any:
+    """The modeling module beside the type's config class, or None (no such module, or one whose
+    backend is missing)."""
+    try:
+        package = CONFIG_MAPPING_CLS(model_type).__module__.rpartition(".")[0]
+        return importlib.import_module(f"{package}.modeling_{package.rpartition('.')[2]}")
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _taking_config(model_type: str) -> list[tuple[str, str, str]]:
@@ -67,12 +79,10 @@ def _taking_config(model_type: str) -> list[tuple[str, str, str]]:
     and often not exported: the classes of the type's modeling module whose ``config_class`` is
     its config class (a model of its own, not a block that takes the config) and that define a
     forward, causal LMs first, as ``module:Class``."""
-    try:
-        cfg_cls = CONFIG_MAPPING_CLS(model_type)
-        package = cfg_cls.__module__.rpartition(".")[0]
-        modeling = importlib.import_module(f"{package}.modeling_{package.rpartition('.')[2]}")
-    except Exception:  # noqa: BLE001 (no modeling module, or one whose backend is missing)
+    modeling = _modeling_module(model_type)
+    if modeling is None:
         return []
+    cfg_cls = CONFIG_MAPPING_CLS(model_type)
     found = [obj for obj in vars(modeling).values() if inspect.isclass(obj) and issubclass(obj, nn.Module)
              and obj.__module__ == modeling.__name__ and defines_forward(obj)
              and getattr(obj, "config_class", None) is cfg_cls]
@@ -85,15 +95,9 @@ def _named_like_config(model_type: str) -> list[tuple[str, str, str]]:
     """Sub-model types (``clip_text_model``...) have no auto mapping; their model class is named
     after the config class (``CLIPTextConfig`` -> ``CLIPTextModel``)."""
     import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    config_name = CONFIG_MAPPING_NAMES.get(model_type, "")
-    if not config_name.endswith("Config"):
-        return []
-    stem = config_name.removesuffix("Config")
     out = []
-    for name, task, labels in ((stem + "ForCausalLM", "causal_lm", "tokens"), (stem + "Model", "base", "none"),
-                               (stem, "base", "none")):
+    for name, task, labels in _config_named(model_type):
         try:
             found = getattr(transformers, name, None) is not None
         except Exception:  # a backend the class needs is missing: the build says so
@@ -101,6 +105,32 @@ def _named_like_config(model_type: str) -> list[tuple[str, str, str]]:
         if found:
             out.append((task, name, labels))
     return out
+
+
+def _config_named(model_type: str) -> list[tuple[str, str, str]]:
+    """The class names a sub-model type's config suggests, with their task and labels."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config_name = CONFIG_MAPPING_NAMES.get(model_type, "")
+    if not config_name.endswith("Config"):
+        return []
+    stem = config_name.removesuffix("Config")
+    return [(stem + "ForCausalLM", "causal_lm", "tokens"), (stem + "Model", "base", "none"), (stem, "base", "none")]
+
+
+def _block_named_like_config(model_type: str) -> list[tuple[str, str, str]]:
+    """A block of another model named after the config, in the type's modeling module only
+    (``SamMaskDecoderConfig`` -> ``SamMaskDecoder``: a module that takes the config and defines a
+    forward, not a pretrained model), as ``module:Class`` with task :data:`PART`."""
+    from transformers import PreTrainedModel
+
+    modeling = _modeling_module(model_type)
+    for name, _, labels in _config_named(model_type):
+        cls = getattr(modeling, name, None)
+        if inspect.isclass(cls) and issubclass(cls, nn.Module) and not issubclass(cls, PreTrainedModel) \
+                and cls.__module__ == modeling.__name__ and defines_forward(cls):
+            return [(PART, f"{modeling.__name__}:{name}", labels)]
+    return []
 
 
 def has_base_model(model_type: str) -> bool:

@@ -1,0 +1,104 @@
+"""Blocks of another model (``sam_mask_decoder``): built as their parent calls them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from unitcheck.hf.parts import _block, _recorded_call
+
+from ..conftest import needs_hf
+
+
+class _Block(nn.Module):
+    def __init__(self, config: Any = None) -> None:
+        super().__init__()
+        self.config = config
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, flag: bool, mask: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
+        return self.proj(x) if flag else x
+
+
+class _Parent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = type("Cfg", (), {"block_config": object()})()
+        self.block = _Block(self.config.block_config)
+        self.other = _Block()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = ids.float()
+        y = self.block(h, True, return_dict=True)
+        y = self.block(y * 2, False)  # a second call: the first is the one recorded
+        h.add_(1.0)  # the recorded input is a copy, not the parent's buffer
+        return y
+
+
+def test_the_first_call_is_recorded_by_name_and_defaults_are_left_out() -> None:
+    parent = _Parent()
+    ids = torch.arange(8).reshape(2, 4)
+    call = _recorded_call(parent, {"ids": ids}, parent.block)
+    assert call is not None and set(call) == {"x", "flag", "return_dict"}  # mask left at its default
+    assert call["flag"] is True and call["return_dict"] is True
+    assert torch.equal(call["x"], ids.float())  # a copy taken before the parent's in-place add
+    assert _recorded_call(parent, {"ids": ids}, parent.other) is None  # never called
+
+
+def test_a_block_is_found_by_class_or_by_the_sub_config_it_keeps() -> None:
+    parent = _Parent()
+    assert _block(parent, _Block, "block_config") is parent.block  # the first of its class
+    assert _block(parent, None, "block_config") is parent.block  # the module keeping that sub-config
+    assert _block(parent, None, "missing_config") is None
+
+
+@needs_hf
+def test_sam_mask_decoder_is_built_as_sam_calls_it() -> None:
+    """``SamMaskDecoder`` takes image embeddings as wide as the decoder, a point axis and a
+    ``multimask_output`` flag, which no input name says how to make: the builder took a pixel
+    tensor for them, and the trace failed. Built from SAM's own call, it runs, traces, and the
+    oracle agrees with every unit it infers."""
+    from unitcheck import hf, oracle
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("sam_mask_decoder", {"iou_head_hidden_dim": 48}, device="cpu", info=info)
+    assert type(model).__name__ == "SamMaskDecoder" and info[0].task == "part"
+    assert info[0].layout.startswith("as sam calls it")
+    assert model.get_submodule("iou_prediction_head.proj_in").out_features == 48  # the override reached it
+    assert inputs["multimask_output"] is True
+    width = model.iou_token.weight.shape[1]  # the decoder's hidden size
+    assert inputs["image_embeddings"].dim() == 4 and inputs["image_embeddings"].shape[1] == width
+    with torch.no_grad():
+        masks = model(**inputs)[0]
+    assert masks.dim() == 5
+    res = oracle.verify(model, inputs)
+    assert res.checked > 100 and res.checked == res.agreed and res.violations == res.confirmed
+
+
+@needs_hf
+def test_a_sub_config_type_without_a_class_is_the_module_keeping_it() -> None:
+    """``t5_gemma_module`` names no class: the module of T5Gemma that keeps its config is it."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("t5_gemma_module", device="cpu", info=info)
+    assert info[0].head == type(model).__name__ == "T5GemmaEncoder" and set(inputs) == {"input_ids"}
+    with torch.no_grad():
+        model(**inputs)
+
+
+@needs_hf
+@pytest.mark.parametrize(("model_type", "why"), [
+    ("sam_prompt_encoder", "sam's forward calls its SamPromptEncoder with no tensor"),
+    ("vibevoice_diffusion", "vibevoice's forward does not call its VibeVoiceDiffusionHead"),
+    ("idefics_perciever", "holds no module keeping its IdeficsPerceiverConfig"),
+])
+def test_a_block_its_parent_does_not_exercise_is_refused_with_the_reason(model_type: str, why: str) -> None:
+    from unitcheck import hf
+
+    with pytest.raises(hf.HFError, match="configures a block of another model") as err:
+        hf.build(model_type, device="cpu")
+    assert why in str(err.value) and "\n" not in str(err.value)

@@ -1,0 +1,126 @@
+"""Sub-model types that are blocks of another model (``sam_mask_decoder``'s ``SamMaskDecoder``):
+a module that takes its config and defines a forward, with no documented inputs and no
+``main_input_name``. Its inputs are internal tensors (image embeddings as wide as the decoder,
+prompt embeddings with a point axis, a ``multimask_output`` flag) that no name says how to make,
+so they are taken from a real call: the parent type whose config holds this one is built, run
+once, and the block's first call is recorded. The block is the parent's own instance, so its
+sizes are the ones the recorded inputs fit."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves, tree_map_only
+
+from .common import CONFIG_MAPPING_CLS, HFError, _quiet, _short
+from .heads import _head_class
+
+
+@functools.cache
+def _parents(model_type: str) -> list[tuple[str, str]]:
+    """``(parent type, sub-config field)`` for every type whose config class holds this type's
+    config class among its ``sub_configs`` (T5Gemma holds its module config twice)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    wanted = CONFIG_MAPPING_CLS(model_type)
+    out = []
+    for parent in CONFIG_MAPPING_NAMES:
+        if parent == model_type:
+            continue
+        try:
+            subs = getattr(CONFIG_MAPPING_CLS(parent), "sub_configs", None) or {}
+        except Exception:  # noqa: BLE001 (a config class whose backend is missing)
+            continue
+        out += [(parent, field) for field, cls in subs.items() if cls is wanted]
+    return out
+
+
+def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module) -> dict[str, Any] | None:
+    """The arguments of ``block``'s first call when ``model`` runs on ``inputs``, by name (None
+    where it is not called); arguments left at their default are left out."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def record(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if not calls:
+            calls.append(tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (args, kwargs)))
+
+    handle = block.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        handle.remove()
+    if not calls:
+        return None
+    params = inspect.signature(block.forward).parameters
+    out: dict[str, Any] = {}
+    for name, value in inspect.signature(block.forward).bind(*calls[0][0], **calls[0][1]).arguments.items():
+        kind = params[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            out.update(value)  # passed by name (``return_dict=True``): given by name again
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            if value:
+                raise ValueError(f"{type(block).__name__} is called with {len(value)} unnamed extra arguments")
+        elif not (value is None and params[name].default is None):
+            out[name] = value
+    return out
+
+
+def _block(model: nn.Module, cls: type | None, field: str) -> nn.Module | None:
+    """The parent's block: the first module of class ``cls``, or where the type names no class,
+    the outermost module holding the parent's sub-config ``field`` itself (IDEFICS's vision tower
+    keeps ``config.vision_config`` as its ``config``)."""
+    sub = getattr(getattr(model, "config", None), field, None)
+    return next((m for m in model.modules() if (type(m) is cls if cls is not None
+                                                 else sub is not None and getattr(m, "config", None) is sub)), None)
+
+
+def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], seed: int,
+               device: str | torch.device, build: Callable[..., tuple[nn.Module, dict[str, Any]]],
+               info: list[Any] | None, made: Callable[..., Any]) -> tuple[nn.Module, dict[str, Any]]:
+    """The block ``head`` (``module:Class``; None where the type names no class) as the first
+    parent type that builds calls it, and the inputs of that call. ``build`` builds the parent
+    (``hf.build``); ``made(parent's Built, parent type, block)`` makes the :class:`Built` record.
+    The parent runs on the CPU, where the call has real values (point labels, flags); block and
+    inputs move to ``device`` after."""
+    import transformers
+
+    cls = _head_class(transformers, head) if head else None
+    parents = _parents(model_type)
+    config = CONFIG_MAPPING_CLS(model_type).__name__
+    what = cls.__name__ if cls is not None else f"module keeping its {config}"
+    why: list[str] = []
+    for parent, field in parents:
+        parent_info: list[Any] = []
+        try:
+            model, inputs = build(parent, {f"{field}.{k}": v for k, v in overrides.items()}, seed=seed, device="cpu",
+                                  info=parent_info)
+        except HFError as err:
+            why.append(f"{parent} does not build ({_short(err, 120)})")
+            continue
+        block = _block(model, cls, field)
+        if block is None:
+            why.append(f"{parent}'s {parent_info[0].head} holds no {what}")
+            continue
+        try:
+            with _quiet():
+                call = _recorded_call(model, inputs, block)
+        except Exception as err:  # noqa: BLE001 (the parent's own forward failing: say so, try the next)
+            why.append(f"{parent}'s call fails ({_short(err, 120)})")
+            continue
+        if call is None or not any(isinstance(v, torch.Tensor) for v in tree_leaves(call)):
+            why.append(f"{parent}'s forward calls its {type(block).__name__} with no tensor" if call is not None
+                       else f"{parent}'s forward does not call its {type(block).__name__}")
+            continue
+        if info is not None:
+            info.append(made(parent_info[0], parent, block))
+        moved = tree_map_only(torch.Tensor, lambda t: t.to(device), call)
+        return block.to(device), moved
+    subject = cls.__name__ if cls is not None else f"its {config}"
+    raise HFError(f"cannot build {model_type}: {subject} configures a block of another model, which is built as "
+                  f"that model calls it, but {'; '.join(why)}")
