@@ -29,6 +29,7 @@ def sdpa(ctx: RuleContext) -> UnitValue:
     What it does: fused attention needs dimensionless logits u(q) + u(k) (UC201) and a
     dimensionless (or polymorphic, or boolean) additive mask; its output has u(v) (times the
     opaque unit of the broken weights on a violation, as explicit attention's ``softmax @ v``).
+    Over a single key its weights are identically 1, whatever the logits.
     Why it matters: otherwise the softmax temperature depends on raw weight norms.
     Example: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` after unnormalised q, k.
     Fix: canonicalise q and k per head; calibrated temperature tau = sqrt(d_h) s_Q s_K.
@@ -59,7 +60,10 @@ def _fused_attention(ctx: RuleContext, biases: list[Any]) -> UnitValue:
     uq, uk, uv = (ctx.pin(ctx.u(t)) for t in (q, k, v))
     logits = (uq if isinstance(uq, Unit) else DIMENSIONLESS) * (uk if isinstance(uk, Unit) else DIMENSIONLESS)
     problems: dict[str, UnitValue] = {}
-    if not logits.is_dimensionless:
+    keys = ctx.shape(k)
+    if keys is not None and len(keys) >= 2 and isinstance(keys[-2], int) and keys[-2] == 1:
+        biases = []  # over one key the weights are identically 1 (the softmax rule's size-1 axis)
+    elif not logits.is_dimensionless:
         problems["logits"] = logits
     for bias in biases:
         um = ctx.u(bias)

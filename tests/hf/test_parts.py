@@ -102,3 +102,40 @@ def test_a_block_its_parent_does_not_exercise_is_refused_with_the_reason(model_t
     with pytest.raises(hf.HFError, match="configures a block of another model") as err:
         hf.build(model_type, device="cpu")
     assert why in str(err.value) and "\n" not in str(err.value)
+
+
+@needs_hf
+def test_a_sub_model_no_made_input_passes_is_built_as_its_parent_calls_it() -> None:
+    """Dia's decoder takes codes with a per-codebook axis and the encoder's states; no input the
+    builder makes from names passes, and the trace failed ("not enough values to unpack"). Dia's
+    own call of it (before Dia's loss fails on the labels) gives the inputs, and it runs."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("dia_decoder", device="cpu", info=info)
+    assert info[0].head == "DiaDecoder" and info[0].layout.startswith("as dia calls it")
+    config: Any = model.config
+    assert inputs["input_ids"].dim() == 3 and inputs["input_ids"].shape[-1] == config.num_channels
+    assert inputs["encoder_hidden_states"].shape[-1] == config.cross_hidden_size
+    with torch.no_grad():
+        model(**inputs)
+
+
+def test_a_call_is_kept_when_the_parent_fails_after_it_and_not_when_the_block_fails() -> None:
+    class Failing(_Parent):
+        def __init__(self, where: str) -> None:
+            super().__init__()
+            self.where = where
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            if self.where == "block":
+                return self.block(ids.float()[..., :3], True)  # too narrow for the block's linear
+            self.block(ids.float(), True)
+            raise ValueError("the loss fails on its labels")
+
+    ids = torch.arange(8).reshape(2, 4)
+    after = Failing("after")
+    assert set(_recorded_call(after, {"ids": ids}, after.block) or {}) == {"x", "flag"}
+    inside = Failing("block")
+    with pytest.raises(RuntimeError):
+        _recorded_call(inside, {"ids": ids}, inside.block)

@@ -1084,3 +1084,31 @@ def test_a_module_holding_a_computed_weight_is_verified() -> None:
     model(x)
     res = _verified(model, (x,), fingerprint=False)
     assert res.checked > 0
+
+
+class RawLogitAttention(nn.Module):
+    """Attention on raw projections (UC201 at the attention: its logits scale with the weights'
+    norms), explicit or fused, over ``keys`` positions."""
+
+    def __init__(self, fused: bool) -> None:
+        super().__init__()
+        self.fused = fused
+        self.q, self.k, self.v = (nn.Linear(8, 8, bias=False) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        if self.fused:
+            return F.scaled_dot_product_attention(q, k, v)
+        return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_attention_over_one_key_has_no_logit_violation(fused: bool) -> None:
+    """Attention over a single key weights it by 1 whatever the logits (Dia's decoder called on
+    its one start frame): the logits' scale cannot reach the output. The softmax rule knew it
+    for an axis of size 1; the fused rule reported UC201, and the oracle refuted it."""
+    torch.manual_seed(0)
+    one, six = (oracle.verify(RawLogitAttention(fused), torch.randn(2, keys, 8)) for keys in (1, 6))
+    assert one.ok and six.ok, [str(d) for d in one.disagreements + six.disagreements]
+    assert six.violations >= 1 and six.confirmed == six.violations
+    assert one.violations == 0 and one.checked == one.float_nodes

@@ -104,6 +104,7 @@ class _Choice:
     named: tuple[str, ...] = ()  # optional inputs the model's own error asked for
     shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs remade at the shape the first layer asked for
     tokens: tuple[str, int] | None = None  # (media kind, count): tokens a real run's check asked the text to hold
+    passed: bool = True  # a probe or a real run passed it (else it is the search's first or stopped candidate)
 
 
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
@@ -224,7 +225,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = _Choice(plan, task, head, layout, False, tried, built)
+                    first = _Choice(plan, task, head, layout, False, tried, built, passed=False)
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 if layout == _EMBEDS and (plan.name, head) not in refused_ids:
@@ -269,7 +270,8 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     # axis); the first such candidate stays the choice if no real run passes, so a
                     # real-run failure never trades inputs away (GLM-5-Next keeps its image)
                     if stopped is None:
-                        stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped),
+                        stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped,
+                                           passed=False),
                                    frozenset(inputs))
                     real, current, tokens = real_run(current)
                     for o in _reshaped(real or "", current, cfg):  # the real run's error shows an input's shape
@@ -350,14 +352,25 @@ def build(
     ``info``, when given, receives a :class:`Built` saying which plan, head and inputs were chosen."""
     model_type = resolve_type(model_type)
     heads = head_classes(model_type)
-    if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
-        def made(parent: Built, parent_type: str, block: nn.Module) -> Built:
-            return Built(model_type, parent.plan, PART, type(block).__name__,
-                         f"as {parent_type} calls it ({parent.layout})", parent.probed, parent.tried)
 
-        return build_part(model_type, heads[0][1] if heads else None, dict(overrides or {}), seed, device, build,
-                          info, made)
+    def made(parent: Built, parent_type: str, block: nn.Module) -> Built:
+        return Built(model_type, parent.plan, PART, type(block).__name__, f"as {parent_type} calls it ({parent.layout})",
+                     parent.probed, parent.tried)
+
+    def as_called(head: str | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+        return build_part(model_type, head, dict(overrides or {}), seed, device, build, info, made)
+
+    if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
+        return as_called(heads[0][1] if heads else None)
     try:
+        if _parents(model_type):
+            with _quiet():
+                choice = _choose(model_type, dict(overrides or {}), batch, seq, seed)
+            if not choice.passed:  # no input the builder made passed: a parent's real call of it may
+                try:
+                    return as_called(choice.head)
+                except HFError:
+                    pass
         return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
     except HFError:
         raise

@@ -42,19 +42,27 @@ def _parents(model_type: str) -> list[tuple[str, str]]:
 
 def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module) -> dict[str, Any] | None:
     """The arguments of ``block``'s first call when ``model`` runs on ``inputs``, by name (None
-    where it is not called); arguments left at their default are left out."""
+    where it is not called); arguments left at their default are left out. A parent that fails
+    after the block returned (Dia's loss on labels it shapes otherwise) still recorded the call;
+    a block that fails on it raises."""
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    returned: list[bool] = []
 
     def record(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not calls:
             calls.append(tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (args, kwargs)))
 
-    handle = block.register_forward_pre_hook(record, with_kwargs=True)
+    handles = (block.register_forward_pre_hook(record, with_kwargs=True),
+               block.register_forward_hook(lambda *_: returned.append(True)))
     try:
         with torch.no_grad():
             model(**inputs)
+    except Exception:
+        if not returned:
+            raise
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     if not calls:
         return None
     params = inspect.signature(block.forward).parameters
