@@ -2283,3 +2283,20 @@ def test_the_models_own_not_implemented_is_not_a_limit_of_fake_tensors() -> None
                               'NotImplementedError("Training is not implemented yet")]')
     assert _probe_limited("NotImplementedError: aten::_foo: no meta kernel [at: y = torch.ops.x.foo(h)]")
 
+
+
+@needs_hf
+def test_a_model_that_runs_on_one_example_only_is_built_at_batch_1() -> None:
+    """TVP views its grid positions, a ``(width, hidden)`` table, as ``(batch_size, 1, width,
+    hidden)``: nothing passes at batch 2 (its trace failed on "shape '[2, 1, 7, 64]' is
+    invalid"), so the build takes batch 1 and says so; a type that passes at batch 2 keeps it."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("tvp", device="cpu", info=info)
+    assert "(batch 1: none passed at batch 2)" in info[0].layout
+    assert all(v.shape[0] == 1 for v in inputs.values() if isinstance(v, torch.Tensor))
+    with torch.no_grad():
+        model(**inputs)
+    _, inputs = hf.build("gpt2", device="meta", info=info)
+    assert inputs["input_ids"].shape[0] == 2 and "batch 1" not in info[-1].layout

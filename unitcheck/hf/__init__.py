@@ -20,6 +20,7 @@ fake meta tensors, the way ``torch.export`` runs it, is built.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -105,6 +106,7 @@ class _Choice:
     shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs remade at the shape the first layer asked for
     tokens: tuple[str, int] | None = None  # (media kind, count): tokens a real run's check asked the text to hold
     passed: bool = True  # a probe or a real run passed it (else it is the search's first or stopped candidate)
+    fake_limits: bool = False  # the stopped candidate: its probe failed on fake tensors' limits, export may pass
 
 
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
@@ -271,7 +273,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     # real-run failure never trades inputs away (GLM-5-Next keeps its image)
                     if stopped is None:
                         stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped,
-                                           passed=False),
+                                           passed=False, fake_limits=True),
                                    frozenset(inputs))
                     real, current, tokens = real_run(current)
                     for o in _reshaped(real or "", current, cfg):  # the real run's error shows an input's shape
@@ -363,19 +365,32 @@ def build(
     if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
         return as_called(heads[0][1] if heads else None)
     try:
-        if _parents(model_type):
-            with _quiet():
-                choice = _choose(model_type, dict(overrides or {}), batch, seq, seed)
-            if not choice.passed:  # no input the builder made passed: a parent's real call of it may
-                try:
+        with _quiet():
+            choice = _choose(model_type, dict(overrides or {}), batch, seq, seed)
+        if not choice.passed:  # no input the builder made passed
+            if _parents(model_type):  # a parent's real call of it may
+                with contextlib.suppress(HFError):
                     return as_called(choice.head)
-                except HFError:
-                    pass
+            if batch > 1 and not choice.fake_limits and _passes_alone(model_type, dict(overrides or {}), seq, seed):
+                model, inputs = _build(model_type, dict(overrides or {}), 1, seq, seed, device, info)
+                if info:
+                    info[-1].layout += f" (batch 1: none passed at batch {batch})"
+                return model, inputs
         return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
     except HFError:
         raise
     except Exception as err:  # transformers code raising on a config it shipped: a one-line reason
         raise HFError(f"cannot build {model_type}: {_short(err)}") from None
+
+
+def _passes_alone(model_type: str, overrides: dict[str, Any], seq: int, seed: int) -> bool:
+    """Does a candidate pass at batch 1? Some models only run on one example: TVP's grid
+    positions are viewed as ``(batch_size, 1, width, hidden)`` from a ``(width, hidden)`` table."""
+    try:
+        with _quiet():
+            return _choose(model_type, overrides, 1, seq, seed).passed
+    except HFError:
+        return False
 
 
 def _build(model_type: str, overrides: dict[str, Any], batch: int, seq: int, seed: int,
