@@ -2300,3 +2300,18 @@ def test_a_model_that_runs_on_one_example_only_is_built_at_batch_1() -> None:
         model(**inputs)
     _, inputs = hf.build("gpt2", device="meta", info=info)
     assert inputs["input_ids"].shape[0] == 2 and "batch 1" not in info[-1].layout
+
+
+@needs_hf
+def test_autoformer_is_traced_on_the_path_eager_takes() -> None:
+    """Autoformer's attention adds a mask only where one exists, with a view of its weights that
+    holds for no shape; exported, transformers builds the mask, and every capture failed. On
+    the path eager takes it traces, and the oracle agrees with every unit."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    model, inputs = hf.build("autoformer", device="cpu")
+    tg = trace(model, inputs)
+    assert any("traced the path it takes in eager" in n for n in tg.notes), tg.notes
+    res = oracle.verify(model, inputs)
+    assert res.ok and res.checked > 500 and res.violations == res.confirmed

@@ -753,3 +753,39 @@ def test_a_module_without_forward_is_refused_by_name() -> None:
     operator."""
     with pytest.raises(TraceError, match="OnlyGenerates: it has no forward method"):
         trace(OnlyGenerates(), (torch.randn(2, 4),))
+
+
+class _CompiledPathFails(nn.Module):
+    """A library model that computes otherwise when compiled (``is_tracing()`` true), where the
+    compiled path holds for no shape (Autoformer's masked attention weights)."""
+
+    def __init__(self, library: object, eager_works: bool = True) -> None:
+        super().__init__()
+        self.library = library
+        self.eager_works = eager_works
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        if self.library.is_tracing() or not self.eager_works:  # type: ignore[attr-defined]
+            return h.view(x.shape[0], 3, -1)  # 4 features do not split into 3 rows
+        return h
+
+
+def test_a_library_path_taken_when_compiled_that_fails_is_traced_as_eager_takes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    import transformers  # noqa: F401 (the library whose checks eager paths answer)
+
+    library = types.ModuleType("transformers._unitcheck_test_library")
+    library.is_tracing = lambda: torch.compiler.is_exporting()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, library.__name__, library)
+    x = torch.randn(2, 4)
+    tg = trace(_CompiledPathFails(library), x, method="export")
+    assert tg.method == "export" and any("traced the path it takes in eager" in n for n in tg.notes), tg.notes
+    views = [n for n in tg.gm.graph.nodes if n.op == "call_function" and "view" in str(n.target)]
+    assert not views  # the graph is eager's (the projection alone), not the compiled path's view
+    with pytest.raises(TraceError, match="shape '\\[2, 3, -1\\]' is invalid"):  # eager fails too: the first failure
+        trace(_CompiledPathFails(library, eager_works=False), x, method="export")

@@ -1663,7 +1663,10 @@ def trace(
     rng = _host_rng_states()
     with _key_value_caches_off(model), _python_state_kept(model, changes, after), _module_casts_kept(), \
             _distribution_checks_off():
-        g = _trace(model, example_inputs, method, dynamic, lower_op, training)
+        try:
+            g = _trace(model, example_inputs, method, dynamic, lower_op, training)
+        except TraceError as err:
+            g = _on_eager_path(err, model, example_inputs, method, dynamic, lower_op, training)
     g.host_draws = [name for name, state in _host_rng_states().items() if state != rng[name]]
     if g.host_draws:
         owners = " and ".join(HOST_GENERATORS[d] for d in g.host_draws)
@@ -1792,6 +1795,26 @@ def _trace(model: nn.Module, example_inputs: Any, method: Literal["auto", "expor
     raise TraceError(
         f"cannot trace {type(model).__name__}: {construct}{where} ({_real_values_why(errors)}{tried} failed)", loc
     ) from errors[0][1]
+
+
+def _on_eager_path(failure: TraceError, model: nn.Module, example_inputs: Any, method: str, dynamic: bool,
+                   lower_op: Callable[[Any], bool] | None, training: bool) -> TracedGraph:
+    """Where every capture of the path the library takes when compiled fails, the path it takes
+    in eager (:mod:`.eager_paths`): Autoformer's attention adds a mask only when one exists, and
+    its view of the weights with the mask holds for no shape; eager builds no mask, export
+    builds one. The first failure is raised where the eager path fails too, or reads a branch
+    on an input's values. A branch on values the exported path met is not this case: modules
+    kept whole and real values answer it (a layer drop's draw would be held as the example's)."""
+    if method == "fx" or not eager_paths.loaded() or eager_paths.active() or "data-dependent" in str(failure):
+        raise failure
+    try:
+        with eager_paths.eager_paths():
+            g = _trace(model, example_inputs, method, dynamic, lower_op, training)  # type: ignore[arg-type]
+    except (TraceError, eager_paths.EagerPathRefused):
+        raise failure from None
+    g.notes.append(f"the path {eager_paths.LIBRARY} takes when compiled does not trace "
+                   f"({str(failure).splitlines()[0][:200]}); traced the path it takes in eager")
+    return g
 
 
 def _real_values_why(errors: list[tuple[str, BaseException]]) -> str:
