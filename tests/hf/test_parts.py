@@ -139,3 +139,23 @@ def test_a_call_is_kept_when_the_parent_fails_after_it_and_not_when_the_block_fa
     inside = Failing("block")
     with pytest.raises(RuntimeError):
         _recorded_call(inside, {"ids": ids}, inside.block)
+
+
+@needs_hf
+def test_a_sub_model_whose_inputs_were_guessed_takes_its_parents_call() -> None:
+    """SAM 3's mask decoder has no main input of its own: its inputs were made by name and its
+    queries reshaped until a probe passed ((2, 8192, 64), 12 nodes traced). SAM 3's own call
+    gives it the backbone's feature levels, and it traces the pyramid path (42 nodes). On the
+    meta device the inputs stay real, so that a trace's CPU copy gets their values (PaddleOCR-VL's
+    vision grid)."""
+    from unitcheck import hf, oracle
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("sam3_mask_decoder", device="cpu", info=info)
+    assert info[0].layout.startswith("as sam3 calls it") and info[0].head == "Sam3MaskDecoder"
+    levels = inputs["backbone_features"]
+    assert isinstance(levels, list) and len(levels) == 3 and levels[0].shape[-1] == 2 * levels[1].shape[-1]
+    res = oracle.verify(model, inputs)
+    assert res.ok and res.checked >= 30
+    meta, meta_inputs = hf.build("sam3_mask_decoder", device="meta")
+    assert next(meta.parameters()).is_meta and not meta_inputs["decoder_queries"].is_meta

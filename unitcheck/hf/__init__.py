@@ -356,8 +356,9 @@ def build(
     heads = head_classes(model_type)
 
     def made(parent: Built, parent_type: str, block: nn.Module) -> Built:
+        # probed: a real run of the block on these inputs returned, which no probe outranks
         return Built(model_type, parent.plan, PART, type(block).__name__, f"as {parent_type} calls it ({parent.layout})",
-                     parent.probed, parent.tried)
+                     True, parent.tried)
 
     def as_called(head: str | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         return build_part(model_type, head, dict(overrides or {}), seed, device, build, info, made)
@@ -367,15 +368,18 @@ def build(
     try:
         with _quiet():
             choice = _choose(model_type, dict(overrides or {}), batch, seq, seed)
-        if not choice.passed:  # no input the builder made passed
-            if _parents(model_type):  # a parent's real call of it may
-                with contextlib.suppress(HFError):
-                    return as_called(choice.head)
-            if batch > 1 and not choice.fake_limits and _passes_alone(model_type, dict(overrides or {}), seq, seed):
-                model, inputs = _build(model_type, dict(overrides or {}), 1, seq, seed, device, info)
-                if info:
-                    info[-1].layout += f" (batch 1: none passed at batch {batch})"
-                return model, inputs
+        guessed = "(by name)" in choice.layout or bool(choice.shaped)  # inputs no main input name gave
+        if _parents(model_type) and (not choice.passed or guessed and not has_base_model(model_type)):
+            # a sub-model its parent calls: the call's inputs are what it is given (SAM 3's mask
+            # decoder gets the backbone's three feature levels, not queries reshaped to pass)
+            with contextlib.suppress(HFError):
+                return as_called(choice.head)
+        if not choice.passed and batch > 1 and not choice.fake_limits \
+                and _passes_alone(model_type, dict(overrides or {}), seq, seed):  # nothing passed at this batch
+            model, inputs = _build(model_type, dict(overrides or {}), 1, seq, seed, device, info)
+            if info:
+                info[-1].layout += f" (batch 1: none passed at batch {batch})"
+            return model, inputs
         return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
     except HFError:
         raise

@@ -94,8 +94,8 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
     """The block ``head`` (``module:Class``; None where the type names no class) as the first
     parent type that builds calls it, and the inputs of that call. ``build`` builds the parent
     (``hf.build``); ``made(parent's Built, parent type, block)`` makes the :class:`Built` record.
-    The parent runs on the CPU, where the call has real values (point labels, flags); block and
-    inputs move to ``device`` after."""
+    The parent runs on the CPU, where the call has real values (point labels, flags); the block
+    moves to ``device`` after, and so do the inputs, except to the meta device."""
     import transformers
 
     cls = _head_class(transformers, head) if head else None
@@ -127,8 +127,9 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
             continue
         if info is not None:
             info.append(made(parent_info[0], parent, block))
-        moved = tree_map_only(torch.Tensor, lambda t: t.to(device), call)
-        return block.to(device), moved
+        if str(device) != "meta":  # on meta, inputs stay real, as every build's (a caller's to_meta keeps their values)
+            call = tree_map_only(torch.Tensor, lambda t: t.to(device), call)
+        return block.to(device), call
     subject = cls.__name__ if cls is not None else f"its {config}"
     raise HFError(f"cannot build {model_type}: {subject} configures a block of another model, which is built as "
                   f"that model calls it, but {'; '.join(why)}")
