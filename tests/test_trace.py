@@ -783,9 +783,12 @@ def test_a_library_path_taken_when_compiled_that_fails_is_traced_as_eager_takes_
     library.is_tracing = lambda: torch.compiler.is_exporting()  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, library.__name__, library)
     x = torch.randn(2, 4)
-    tg = trace(_CompiledPathFails(library), x, method="export")
+    with pytest.raises(TraceError):  # a model of no library module: nothing to hold to its eager path
+        trace(_CompiledPathFails(library), x, method="export")
+    library_model = type("LibraryModel", (_CompiledPathFails,), {"__module__": library.__name__})
+    tg = trace(library_model(library), x, method="export")
     assert tg.method == "export" and any("traced the path it takes in eager" in n for n in tg.notes), tg.notes
     views = [n for n in tg.gm.graph.nodes if n.op == "call_function" and "view" in str(n.target)]
     assert not views  # the graph is eager's (the projection alone), not the compiled path's view
     with pytest.raises(TraceError, match="shape '\\[2, 3, -1\\]' is invalid"):  # eager fails too: the first failure
-        trace(_CompiledPathFails(library, eager_works=False), x, method="export")
+        trace(library_model(library, eager_works=False), x, method="export")

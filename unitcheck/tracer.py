@@ -1805,13 +1805,15 @@ def _on_eager_path(failure: TraceError, model: nn.Module, example_inputs: Any, m
     builds one. The first failure is raised where the eager path fails too, or reads a branch
     on an input's values. A branch on values the exported path met is not this case: modules
     kept whole and real values answer it (a layer drop's draw would be held as the example's)."""
-    if method == "fx" or not eager_paths.loaded() or eager_paths.active() or "data-dependent" in str(failure):
+    library = any(type(m).__module__.startswith(eager_paths.LIBRARY + ".") for m in model.modules())
+    if method == "fx" or not library or eager_paths.active() or any(
+            k in str(failure) for k in ("data-dependent", "DataDependent")):
         raise failure
     try:
         with eager_paths.eager_paths():
             g = _trace(model, example_inputs, method, dynamic, lower_op, training)  # type: ignore[arg-type]
     except (TraceError, eager_paths.EagerPathRefused):
-        raise failure from None
+        raise failure from failure.__cause__  # its own cause kept
     g.notes.append(f"the path {eager_paths.LIBRARY} takes when compiled does not trace "
                    f"({str(failure).splitlines()[0][:200]}); traced the path it takes in eager")
     return g

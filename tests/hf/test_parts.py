@@ -32,7 +32,7 @@ class _Parent(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = ids.float()
-        y = self.block(h, True, return_dict=True)
+        y = self.block(h, True, return_dict=True, cache=None)  # a None by name is as good as none
         y = self.block(y * 2, False)  # a second call: the first is the one recorded
         h.add_(1.0)  # the recorded input is a copy, not the parent's buffer
         return y
@@ -53,6 +53,8 @@ def test_a_block_is_found_by_class_or_by_the_sub_config_it_keeps() -> None:
     assert _block(parent, _Block, "block_config") is parent.block  # the first of its class
     assert _block(parent, None, "block_config") is parent.block  # the module keeping that sub-config
     assert _block(parent, None, "missing_config") is None
+    parent.config.other_config = parent.other.config = object()  # two fields of one class (CLVP's encoders)
+    assert _block(parent, _Block, "other_config") is parent.other  # the one keeping the field's config
 
 
 @needs_hf
@@ -74,6 +76,10 @@ def test_sam_mask_decoder_is_built_as_sam_calls_it() -> None:
     with torch.no_grad():
         masks = model(**inputs)[0]
     assert masks.dim() == 5
+    _, alone = hf.build("sam_mask_decoder", batch=1, device="cpu")  # the parent is built at the batch asked
+    assert alone["image_embeddings"].shape[0] == 1
+    with pytest.raises(hf.OverrideError, match="no_such_field"):  # the user's key, before any parent is built
+        hf.build("sam_mask_decoder", {"no_such_field": 3}, device="cpu")
     res = oracle.verify(model, inputs)
     assert res.checked > 100 and res.checked == res.agreed and res.violations == res.confirmed
 
@@ -159,3 +165,29 @@ def test_a_sub_model_whose_inputs_were_guessed_takes_its_parents_call() -> None:
     assert res.ok and res.checked >= 30
     meta, meta_inputs = hf.build("sam3_mask_decoder", device="meta")
     assert next(meta.parameters()).is_meta and not meta_inputs["decoder_queries"].is_meta
+
+
+def test_a_required_token_mask_recorded_full_is_padded_as_built_masks_are() -> None:
+    """IDEFICS2 calls its perceiver with a mask of ones; transformers drops a full mask in eager
+    and keeps it exported, so the null rewrite compared two paths (equal to rounding only). A
+    required token mask is padded as the masks the builder makes are; an optional one is not."""
+
+    class Masked(nn.Module):
+        def forward(self, x: torch.Tensor, attention_mask: torch.Tensor,
+                    encoder_attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+            return x * attention_mask[..., None]
+
+    class Caller(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = Masked()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            full = torch.ones(x.shape[:2], dtype=torch.long)
+            return self.block(x, full, encoder_attention_mask=full)
+
+    caller = Caller()
+    call = _recorded_call(caller, {"x": torch.randn(2, 8, 4)}, caller.block)
+    assert call is not None
+    assert bool(call["attention_mask"][0].all()) and call["attention_mask"][-1].tolist() == [1] * 6 + [0] * 2
+    assert bool(call["encoder_attention_mask"].all())  # optional: as the parent gave it

@@ -351,7 +351,10 @@ def build(
 ) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     """The model (the first head that returns a loss, else the base model) and its keyword inputs.
 
-    ``info``, when given, receives a :class:`Built` saying which plan, head and inputs were chosen."""
+    A block of another model (:mod:`.parts`) is built as its parent calls it, and so is a
+    sub-model whose inputs no candidate passed or only guesses gave; where nothing passes at
+    ``batch``, batch 1 is tried. ``info``, when given, receives a :class:`Built` saying which
+    plan, head and inputs were chosen."""
     model_type = resolve_type(model_type)
     heads = head_classes(model_type)
 
@@ -361,15 +364,15 @@ def build(
                      True, parent.tried)
 
     def as_called(head: str | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-        return build_part(model_type, head, dict(overrides or {}), seed, device, build, info, made)
+        return build_part(model_type, head, dict(overrides or {}), batch, seq, seed, device, build, info, made)
 
-    if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
-        return as_called(heads[0][1] if heads else None)
     try:
+        if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
+            return as_called(heads[0][1] if heads else None)
         with _quiet():
             choice = _choose(model_type, dict(overrides or {}), batch, seq, seed)
         guessed = "(by name)" in choice.layout or bool(choice.shaped)  # inputs no main input name gave
-        if _parents(model_type) and (not choice.passed or guessed and not has_base_model(model_type)):
+        if (not choice.passed or guessed and not has_base_model(model_type)) and _parents(model_type):
             # a sub-model its parent calls: the call's inputs are what it is given (SAM 3's mask
             # decoder gets the backbone's three feature levels, not queries reshaped to pass)
             with contextlib.suppress(HFError):

@@ -17,8 +17,9 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves, tree_map_only
 
-from .common import CONFIG_MAPPING_CLS, HFError, _quiet, _short
+from .common import CONFIG_MAPPING_CLS, HFError, OverrideError, _quiet, _short
 from .heads import _head_class
+from .inputs import _TOKEN_MASKS, _mask
 
 
 @functools.cache
@@ -42,9 +43,9 @@ def _parents(model_type: str) -> list[tuple[str, str]]:
 
 def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module) -> dict[str, Any] | None:
     """The arguments of ``block``'s first call when ``model`` runs on ``inputs``, by name (None
-    where it is not called); arguments left at their default are left out. A parent that fails
-    after the block returned (Dia's loss on labels it shapes otherwise) still recorded the call;
-    a block that fails on it raises."""
+    where it is not called); arguments not passed, and None passed where the default is None or
+    through ``**kwargs``, are left out. A parent that fails after the block returned (Dia's loss
+    on labels it shapes otherwise) still recorded the call; a block that fails on it raises."""
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     returned: list[bool] = []
 
@@ -70,34 +71,54 @@ def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module
     for name, value in inspect.signature(block.forward).bind(*calls[0][0], **calls[0][1]).arguments.items():
         kind = params[name].kind
         if kind is inspect.Parameter.VAR_KEYWORD:
-            out.update(value)  # passed by name (``return_dict=True``): given by name again
+            out.update((k, v) for k, v in value.items() if v is not None)  # by name again (``return_dict=True``)
         elif kind is inspect.Parameter.VAR_POSITIONAL:
             if value:
                 raise ValueError(f"{type(block).__name__} is called with {len(value)} unnamed extra arguments")
         elif not (value is None and params[name].default is None):
-            out[name] = value
+            out[name] = _padded(name, value) if params[name].default is inspect.Parameter.empty else value
     return out
 
 
+def _padded(name: str, value: Any) -> Any:
+    """A required token mask recorded full, padded as the builder pads the masks it makes
+    (:func:`.inputs._mask`): transformers drops a full mask in eager and keeps it when exported,
+    so with IDEFICS2's all-ones mask the perceiver's null rewrite compared the two paths (equal
+    to rounding only)."""
+    if name in _TOKEN_MASKS and isinstance(value, torch.Tensor) and value.dim() == 2 and bool(value.all()):
+        return _mask(name, (value.shape[0], value.shape[1]), value.dtype)
+    return value
+
+
 def _block(model: nn.Module, cls: type | None, field: str) -> nn.Module | None:
-    """The parent's block: the first module of class ``cls``, or where the type names no class,
-    the outermost module holding the parent's sub-config ``field`` itself (IDEFICS's vision tower
-    keeps ``config.vision_config`` as its ``config``)."""
+    """The parent's block: of the modules of class ``cls``, the one keeping the parent's
+    sub-config ``field`` itself (CLVP holds a ``ClvpEncoder`` under two fields), else the first;
+    where the type names no class, the outermost module keeping that sub-config (IDEFICS's vision
+    tower keeps ``config.vision_config`` as its ``config``)."""
     sub = getattr(getattr(model, "config", None), field, None)
-    return next((m for m in model.modules() if (type(m) is cls if cls is not None
-                                                 else sub is not None and getattr(m, "config", None) is sub)), None)
+    keeps = [m for m in model.modules() if sub is not None and getattr(m, "config", None) is sub]
+    if cls is None:
+        return keeps[0] if keeps else None
+    of_class = [m for m in model.modules() if type(m) is cls]
+    return next((m for m in of_class if m in keeps), of_class[0] if of_class else None)
 
 
-def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], seed: int,
+def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], batch: int, seq: int, seed: int,
                device: str | torch.device, build: Callable[..., tuple[nn.Module, dict[str, Any]]],
                info: list[Any] | None, made: Callable[..., Any]) -> tuple[nn.Module, dict[str, Any]]:
     """The block ``head`` (``module:Class``; None where the type names no class) as the first
-    parent type that builds calls it, and the inputs of that call. ``build`` builds the parent
-    (``hf.build``); ``made(parent's Built, parent type, block)`` makes the :class:`Built` record.
-    The parent runs on the CPU, where the call has real values (point labels, flags); the block
-    moves to ``device`` after, and so do the inputs, except to the meta device."""
+    parent type that builds and calls it, and the inputs of that call. ``build`` builds the
+    parent (``hf.build``, at ``batch`` and ``seq``); ``made(parent's Built, parent type, block)``
+    makes the :class:`Built` record. The parent runs on the CPU, where the call has real values
+    (point labels, flags); the block moves to ``device`` after, and so do the inputs, except to
+    the meta device. A ``--set`` key the type's own config lacks is the user's error, said in the
+    type's name before any parent is built."""
     import transformers
 
+    from .common import PLANS
+    from .config import make_config
+
+    make_config(model_type, overrides, PLANS[0])  # raises OverrideError for a key the type's config lacks
     cls = _head_class(transformers, head) if head else None
     parents = _parents(model_type)
     config = CONFIG_MAPPING_CLS(model_type).__name__
@@ -106,8 +127,10 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
     for parent, field in parents:
         parent_info: list[Any] = []
         try:
-            model, inputs = build(parent, {f"{field}.{k}": v for k, v in overrides.items()}, seed=seed, device="cpu",
-                                  info=parent_info)
+            model, inputs = build(parent, {f"{field}.{k}": v for k, v in overrides.items()}, batch=batch, seq=seq,
+                                  seed=seed, device="cpu", info=parent_info)
+        except OverrideError:
+            raise
         except HFError as err:
             why.append(f"{parent} does not build ({_short(err, 120)})")
             continue
