@@ -146,6 +146,17 @@ def test_a_call_is_kept_when_the_parent_fails_after_it_and_not_when_the_block_fa
     with pytest.raises(RuntimeError):
         _recorded_call(inside, {"ids": ids}, inside.block)
 
+    class Retrying(_Parent):
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            try:
+                return self.block(ids.float()[..., :3], True)  # fails; the parent's own code catches it
+            except RuntimeError:
+                return self.block(ids.float(), True)
+
+    retrying = Retrying()
+    with pytest.raises(ValueError, match="fails on its first call"):  # the recorded call is the failing one
+        _recorded_call(retrying, {"ids": ids}, retrying.block)
+
 
 @needs_hf
 def test_a_sub_model_whose_inputs_were_guessed_takes_its_parents_call() -> None:

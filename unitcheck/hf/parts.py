@@ -47,29 +47,40 @@ def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module
     through ``**kwargs``, are left out. A parent that fails after the block returned (Dia's loss
     on labels it shapes otherwise) still recorded the call; a block that fails on it raises."""
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    returned: list[bool] = []
+    begun = [0]  # calls begun so far
+    open_calls: list[int] = []  # the numbers of the calls begun and not yet returned
+    first_returned: list[bool] = []
 
     def record(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not calls:
             calls.append(tree_map_only(torch.Tensor, lambda t: t.detach().clone(), (args, kwargs)))
+        begun[0] += 1
+        open_calls.append(begun[0])
 
-    handles = (block.register_forward_pre_hook(record, with_kwargs=True),
-               block.register_forward_hook(lambda *_: returned.append(True)))
+    def returns(*_: Any) -> None:
+        if open_calls and open_calls.pop() == 1:
+            first_returned.append(True)
+
+    handles = (block.register_forward_pre_hook(record, with_kwargs=True), block.register_forward_hook(returns))
     try:
         with torch.no_grad():
             model(**inputs)
     except Exception:
-        if not returned:
+        if not first_returned:
             raise
     finally:
         for handle in handles:
             handle.remove()
     if not calls:
         return None
+    if not first_returned:  # the parent caught the block's failure and called it again
+        raise ValueError(f"{type(block).__name__} fails on its first call, which the parent's own code catches")
     params = inspect.signature(block.forward).parameters
     out: dict[str, Any] = {}
     for name, value in inspect.signature(block.forward).bind(*calls[0][0], **calls[0][1]).arguments.items():
         kind = params[name].kind
+        if kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise ValueError(f"{type(block).__name__} takes {name} by position only: inputs are passed by name")
         if kind is inspect.Parameter.VAR_KEYWORD:
             out.update((k, v) for k, v in value.items() if v is not None)  # by name again (``return_dict=True``)
         elif kind is inspect.Parameter.VAR_POSITIONAL:
