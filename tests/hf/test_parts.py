@@ -202,3 +202,16 @@ def test_a_required_token_mask_recorded_full_is_padded_as_built_masks_are() -> N
     assert call is not None
     assert bool(call["attention_mask"][0].all()) and call["attention_mask"][-1].tolist() == [1] * 6 + [0] * 2
     assert bool(call["encoder_attention_mask"].all())  # optional: as the parent gave it
+
+
+@needs_hf
+def test_a_parent_call_that_fails_is_said_in_the_builds_record() -> None:
+    """Inkling's audio model has guessed inputs and a parent that never calls it: the type keeps
+    its own candidate, and the record of what was tried says why the parent's call was not used."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    hf.build("inkling_audio", device="meta", info=info)
+    assert "as inkling_mm_model calls it" not in info[0].layout
+    assert any(t.startswith("as its parent calls it: ") and "does not call its InklingAudioModel" in t
+               for t in info[0].tried), info[0].tried

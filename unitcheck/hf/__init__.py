@@ -20,7 +20,6 @@ fake meta tensors, the way ``torch.export`` runs it, is built.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -375,8 +374,12 @@ def build(
         if (not choice.passed or guessed and not has_base_model(model_type)) and _parents(model_type):
             # a sub-model its parent calls: the call's inputs are what it is given (SAM 3's mask
             # decoder gets the backbone's three feature levels, not queries reshaped to pass)
-            with contextlib.suppress(HFError):
+            try:
                 return as_called(choice.head)
+            except HFError as err:  # the type's own candidate stays; the build's record says why
+                said = f"as its parent calls it: {_short(err, 200)}"
+                if said not in choice.tried:
+                    choice.tried.append(said)
         if not choice.passed and batch > 1 and not choice.fake_limits \
                 and _passes_alone(model_type, dict(overrides or {}), seq, seed):  # nothing passed at this batch
             model, inputs = _build(model_type, dict(overrides or {}), 1, seq, seed, device, info)
