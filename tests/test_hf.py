@@ -2315,3 +2315,28 @@ def test_autoformer_is_traced_on_the_path_eager_takes() -> None:
     assert any("traced the path it takes in eager" in n for n in tg.notes), tg.notes
     res = oracle.verify(model, inputs)
     assert res.ok and res.checked > 500 and res.violations == res.confirmed
+
+
+@needs_hf
+def test_a_count_the_config_fixes_takes_the_count_the_input_gives() -> None:
+    """Janus's VQ decodes ``num_patches`` x ``num_patches`` tokens (32 x 32 by default) whatever
+    the image its encoder saw (4 x 4 at the small size): its own check failed every build, and
+    the trace. The grid field takes the side the run had; a width field of the same value, a
+    count that matches, or a count that is no square, is left alone."""
+    from transformers import PretrainedConfig
+
+    from unitcheck import hf
+    from unitcheck.hf.repair import _repair_count
+    from unitcheck.tracer import trace
+
+    cfg = PretrainedConfig(num_patches=32, hidden_size=32, vision_config=PretrainedConfig(image_token_count=1024))
+    why = ("ValueError: Expected `image_tokens` to have shape `(batch_size, 1024)`, but got shape "
+           "`torch.Size([2, 16])`.")
+    fixes = [(path, key, value) for path, key, value, _ in _repair_count(cfg, why)]
+    assert fixes == [((), "num_patches", 4), (("vision_config",), "image_token_count", 16)]
+    assert _repair_count(cfg, why.replace("[2, 16]", "[2, 1024]")) == ()
+    assert [f[1] for f in _repair_count(cfg, why.replace("[2, 16]", "[2, 15]"))] == ["image_token_count"]
+    info: list[hf.Built] = []
+    model, inputs = hf.build("janus_vqgan", device="cpu", info=info)
+    assert "repaired num_patches" in info[0].plan and info[0].probed
+    assert len(trace(model, inputs).compute_nodes()) > 100

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -95,6 +96,34 @@ def _repair_joined(cfg: Any, why: str, inputs: Mapping[str, Any] | None) -> tupl
                   f"{key} (as wide as what it is joined to)") for path, key, v in held)
 
 
+# a model's own check of a count its config fixes: "Expected `image_tokens` to have shape
+# `(batch_size, 1024)`, but got shape `torch.Size([2, 16])`"
+_EXPECTED_COUNT = re.compile(r"to have shape `?\(batch_size, (\d+)\)`?,? but got shape `?torch\.Size\(\[\d+, (\d+)\]\)")
+_COUNT_FIELD = re.compile(r"patch|grid|token")
+
+
+def _repair_count(cfg: Any, why: str) -> tuple[Fix, ...]:
+    """A count of tokens a config field fixes that the shrunk images do not give: Janus's VQ
+    decodes ``num_patches`` x ``num_patches`` tokens, 32 x 32 in the default config, whatever the
+    image size its encoder saw (4 x 4 at the small size). A patch, grid or token field whose
+    value or square is the count expected takes the count the run had (or its side)."""
+    m = _EXPECTED_COUNT.search(why)
+    if m is None:
+        return ()
+    want, have = int(m.group(1)), int(m.group(2))
+    side = math.isqrt(have)
+    fixes: list[Fix] = []
+    for path, c in _paths(cfg):
+        for key, v in vars(c).items():
+            if not _is_int(v) or isinstance(v, bool) or not _COUNT_FIELD.search(key.lower()) or want == have:
+                continue
+            if v == want:
+                fixes.append((path, key, have, f"{key} (the count its input gives)"))
+            elif v * v == want and side * side == have:
+                fixes.append((path, key, side, f"{key} (the grid its input gives)"))
+    return tuple(fixes)
+
+
 def _repair(cfg: Any, why: str, inputs: Mapping[str, Any] | None = None) -> tuple[Fix, ...]:
     """Config changes that answer a probe failure the model's own hard-coded defaults cause.
 
@@ -105,7 +134,7 @@ def _repair(cfg: Any, why: str, inputs: Mapping[str, Any] | None = None) -> tupl
     between two layers whose widths the config does not tie gets them tied, and so do two parts a
     concatenation joins (:func:`_repair_widths`, :func:`_repair_joined`, given the ``inputs`` the
     failure ran)."""
-    if widths := _repair_widths(cfg, why, inputs) or _repair_joined(cfg, why, inputs):
+    if widths := _repair_widths(cfg, why, inputs) or _repair_joined(cfg, why, inputs) or _repair_count(cfg, why):
         return widths
     if "NoneType" in why and re.search(r"\bpad(ding)?_(idx|token_id)\b", why):
         # position ids counted from the padding id (RoBERTa-style, ESM) on a config that leaves it unset
