@@ -1806,8 +1806,7 @@ def _on_eager_path(failure: TraceError, model: nn.Module, example_inputs: Any, m
     on an input's values. A branch on values the exported path met is not this case: modules
     kept whole and real values answer it (a layer drop's draw would be held as the example's)."""
     library = any(type(m).__module__.startswith(eager_paths.LIBRARY + ".") for m in model.modules())
-    if method == "fx" or not library or eager_paths.active() or any(
-            k in str(failure) for k in ("data-dependent", "DataDependent")):
+    if method == "fx" or not library or eager_paths.active() or _data_dependent(failure):
         raise failure
     try:
         with eager_paths.eager_paths():

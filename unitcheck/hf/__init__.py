@@ -104,8 +104,13 @@ class _Choice:
     named: tuple[str, ...] = ()  # optional inputs the model's own error asked for
     shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs remade at the shape the first layer asked for
     tokens: tuple[str, int] | None = None  # (media kind, count): tokens a real run's check asked the text to hold
-    passed: bool = True  # a probe or a real run passed it (else it is the search's first or stopped candidate)
-    fake_limits: bool = False  # the stopped candidate: its probe failed on fake tensors' limits, export may pass
+    # how the search ended on it: "passed" (a probe or a real run passed it), "stopped" (its probe
+    # met fake tensors' limits, and export may pass), or "first" (nothing passed)
+    ended: str = "passed"
+
+    @property
+    def passed(self) -> bool:
+        return self.ended == "passed"
 
 
 _CHOICES: dict[tuple[Any, ...], _Choice] = {}
@@ -226,7 +231,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                 continue
             for layout, inputs in layouts:
                 if first is None:
-                    first = _Choice(plan, task, head, layout, False, tried, built, passed=False)
+                    first = _Choice(plan, task, head, layout, False, tried, built, ended="first")
                 if (head, layout) in hopeless or ("*", layout) in hopeless:
                     continue
                 if layout == _EMBEDS and (plan.name, head) not in refused_ids:
@@ -272,7 +277,7 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     # real-run failure never trades inputs away (GLM-5-Next keeps its image)
                     if stopped is None:
                         stopped = (_Choice(plan, task, head, layout, False, tried, built, tuple(named), shaped,
-                                           passed=False, fake_limits=True),
+                                           ended="stopped"),
                                    frozenset(inputs))
                     real, current, tokens = real_run(current)
                     for o in _reshaped(real or "", current, cfg):  # the real run's error shows an input's shape
@@ -362,14 +367,16 @@ def build(
         return Built(model_type, parent.plan, PART, type(block).__name__, f"as {parent_type} calls it ({parent.layout})",
                      True, parent.tried)
 
+    given = dict(overrides or {})
+
     def as_called(head: str | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-        return build_part(model_type, head, dict(overrides or {}), batch, seq, seed, device, build, info, made)
+        return build_part(model_type, head, given, batch, seq, seed, device, build, info, made)
 
     try:
         if (heads[0][0] == PART) if heads else _parents(model_type):  # a block of another model
             return as_called(heads[0][1] if heads else None)
         with _quiet():
-            choice = _choose(model_type, dict(overrides or {}), batch, seq, seed)
+            choice = _choose(model_type, given, batch, seq, seed)
         guessed = "(by name)" in choice.layout or bool(choice.shaped)  # inputs no main input name gave
         if (not choice.passed or guessed and not has_base_model(model_type)) and _parents(model_type):
             # a sub-model its parent calls: the call's inputs are what it is given (SAM 3's mask
@@ -380,13 +387,12 @@ def build(
                 said = f"as its parent calls it: {_short(err, 200)}"
                 if said not in choice.tried:
                     choice.tried.append(said)
-        if not choice.passed and batch > 1 and not choice.fake_limits \
-                and _passes_alone(model_type, dict(overrides or {}), seq, seed):  # nothing passed at this batch
-            model, inputs = _build(model_type, dict(overrides or {}), 1, seq, seed, device, info)
+        if choice.ended == "first" and batch > 1 and _passes_alone(model_type, given, seq, seed):
+            model, inputs = _build(model_type, given, 1, seq, seed, device, info)  # nothing passed at this batch
             if info:
                 info[-1].layout += f" (batch 1: none passed at batch {batch})"
             return model, inputs
-        return _build(model_type, dict(overrides or {}), batch, seq, seed, device, info)
+        return _build(model_type, given, batch, seq, seed, device, info)
     except HFError:
         raise
     except Exception as err:  # transformers code raising on a config it shipped: a one-line reason

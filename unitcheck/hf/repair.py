@@ -111,11 +111,13 @@ def _repair_count(cfg: Any, why: str) -> tuple[Fix, ...]:
     if m is None:
         return ()
     want, have = int(m.group(1)), int(m.group(2))
+    if want == have:
+        return ()
     side = math.isqrt(have)
     fixes: list[Fix] = []
     for path, c in _paths(cfg):
         for key, v in vars(c).items():
-            if not _is_int(v) or isinstance(v, bool) or not _COUNT_FIELD.search(key.lower()) or want == have:
+            if not _is_int(v) or isinstance(v, bool) or not _COUNT_FIELD.search(key.lower()):
                 continue
             if v == want:
                 fixes.append((path, key, have, f"{key} (the count its input gives)"))
