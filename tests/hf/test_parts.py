@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from unitcheck.hf.parts import _block, _recorded_call
+from unitcheck.hf.parts import _block, _prompted_call, _recorded_call
 
 from ..conftest import needs_hf
 
@@ -57,6 +57,57 @@ def test_a_block_is_found_by_class_or_by_the_sub_config_it_keeps() -> None:
     assert _block(parent, _Block, "other_config") is parent.other  # the one keeping the field's config
 
 
+class _Prompted(nn.Module):
+    """Calls its block on a prompt only where one is given, as SAM calls its prompt encoder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = type("Cfg", (), {})()
+        self.block = _Block()
+
+    def forward(self, ids: torch.Tensor, points: torch.Tensor | None = None,
+                boxes: torch.Tensor | None = None) -> torch.Tensor:
+        r"""
+        ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+            Tokens.
+        points (`torch.FloatTensor` of shape `(batch_size, num_points, 3)`):
+            Refused in this shape, as SAM refuses the points its docstring shapes.
+        boxes (`torch.FloatTensor` of shape `(batch_size, num_boxes, 4)`):
+            Boxes.
+        """
+        if points is not None:
+            raise ValueError("points must be 4D")
+        prompt = boxes[..., 0].repeat(1, 4) if boxes is not None else None
+        return self.block(prompt, flag=prompt is not None)
+
+
+def test_a_block_called_with_no_tensor_takes_the_first_documented_prompt_that_reaches_it() -> None:
+    parent = _Prompted()
+    ids = torch.zeros(2, 5, dtype=torch.long)
+    assert _recorded_call(parent, {"ids": ids}, parent.block) == {"x": None, "flag": False}
+    call, inputs, given = _prompted_call(parent, {"ids": ids}, parent.block, seed=0)
+    assert call is not None and call["flag"] is True and call["x"].shape == (2, 4)
+    assert set(inputs) == {"ids", "boxes"} and inputs["boxes"].shape == (2, 1, 4)  # one box: points refused
+    assert given == "; given boxes (2, 1, 4)"
+    _, inputs, given = _prompted_call(parent, {"ids": ids, "boxes": inputs["boxes"]}, parent.block, seed=0)
+    assert given == "" and set(inputs) == {"ids", "boxes"}  # reached already: nothing added
+
+
+@needs_hf
+def test_sam_prompt_encoder_is_built_as_sam_calls_it_given_a_box() -> None:
+    """SAM calls its prompt encoder with tensors only where a prompt is given: on pixels alone
+    it passed None for every argument, and the type was refused. Given one box, which SAM's
+    docstring shapes, the encoder gets a tensor, and the oracle agrees with its units."""
+    from unitcheck import hf, oracle
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("sam_prompt_encoder", device="cpu", info=info)
+    assert type(model).__name__ == "SamPromptEncoder" and info[0].layout.endswith("given input_boxes (2, 1, 4))")
+    assert inputs["input_boxes"].shape == (2, 1, 4) and inputs["input_points"] is None
+    res = oracle.verify(model, inputs)
+    assert res.checked > 10 and res.checked == res.agreed
+
+
 @needs_hf
 def test_sam_mask_decoder_is_built_as_sam_calls_it() -> None:
     """``SamMaskDecoder`` takes image embeddings as wide as the decoder, a point axis and a
@@ -98,7 +149,7 @@ def test_a_sub_config_type_without_a_class_is_the_module_keeping_it() -> None:
 
 @needs_hf
 @pytest.mark.parametrize(("model_type", "why"), [
-    ("sam_prompt_encoder", "sam's forward calls its SamPromptEncoder with no tensor"),
+    ("sam3_geometry_encoder", "sam3's forward does not call its Sam3GeometryEncoder"),  # boxes need torchvision
     ("vibevoice_diffusion", "vibevoice's forward does not call its VibeVoiceDiffusionHead"),
     ("idefics_perciever", "holds no module keeping its IdeficsPerceiverConfig"),
 ])

@@ -1041,3 +1041,19 @@ def test_reentrant_activation_checkpointing_is_the_function_it_recomputes() -> N
         assert differences(model, res.module, (x,), training) == [], training
     assert "_set_grad_enabled(False)" not in res.source
     assert any("reentrant activation checkpoint" in n for n in res.notes)
+
+
+class FirstArgumentNone(nn.Module):
+    """Makes a tensor on its input's device, with its first argument None (SAM's prompt encoder
+    given a box and no points)."""
+
+    def forward(self, points: torch.Tensor | None, boxes: torch.Tensor) -> torch.Tensor:
+        base = points if points is not None else boxes
+        return boxes * 2 + torch.ones(boxes.shape, device=base.device)
+
+
+def test_a_factory_follows_a_tensor_input_not_a_none_one() -> None:
+    model, boxes = FirstArgumentNone(), torch.randn(2, 1, 4)
+    res = rewrite(model, {"points": None, "boxes": boxes}, to="identity")
+    assert "boxes.device" in res.source and "points.device" not in res.source
+    assert same_computation(model, res.module, {"points": None, "boxes": boxes}, training=False)

@@ -362,10 +362,10 @@ def build(
     model_type = resolve_type(model_type)
     heads = head_classes(model_type)
 
-    def made(parent: Built, parent_type: str, block: nn.Module) -> Built:
+    def made(parent: Built, parent_type: str, block: nn.Module, given: str) -> Built:
         # probed: a real run of the block on these inputs returned, which no probe outranks
-        return Built(model_type, parent.plan, PART, type(block).__name__, f"as {parent_type} calls it ({parent.layout})",
-                     True, parent.tried)
+        return Built(model_type, parent.plan, PART, type(block).__name__,
+                     f"as {parent_type} calls it ({parent.layout}{given})", True, parent.tried)
 
     given = dict(overrides or {})
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,7 +20,7 @@ from torch.utils._pytree import tree_leaves, tree_map_only
 
 from .common import CONFIG_MAPPING_CLS, HFError, OverrideError, _quiet, _short
 from .heads import _head_class
-from .inputs import _TOKEN_MASKS, _mask
+from .inputs import _NOT_ASKED, _TOKEN_MASKS, _declared, _documented_size, _mask
 
 
 @functools.cache
@@ -101,6 +102,47 @@ def _padded(name: str, value: Any) -> Any:
     return value
 
 
+def _has_tensor(call: Mapping[str, Any] | None) -> bool:
+    return call is not None and any(isinstance(v, torch.Tensor) for v in tree_leaves(call))
+
+
+def _documented_inputs(model: nn.Module, inputs: Mapping[str, Any], seed: int) -> list[tuple[str, torch.Tensor]]:
+    """The parent's optional inputs its docstring gives a shape the example fixes, each count it
+    names (``num_boxes``) taken as one: the prompts a block is called with only when they are
+    given (SAM calls its prompt encoder with tensors only where points, boxes or masks are)."""
+    declared = _declared(model)
+    g = torch.Generator().manual_seed(seed + 2)
+    batch, seq = next(((int(v.shape[0]), int(v.shape[-1])) for v in inputs.values()
+                       if isinstance(v, torch.Tensor) and v.dim() >= 1), (1, 1))
+    out = []
+    for name, shape in declared.shapes.items():
+        if name in inputs or name in _NOT_ASKED:
+            continue
+        size = _documented_size(re.sub(r"\bnum_(?!channels\b)\w+", "1", shape), model.config, inputs, batch, seq, 1)
+        if size is not None:
+            integers = declared.forms.get(name) == "integers"
+            out.append((name, torch.zeros(size, dtype=torch.long) if integers else torch.rand(size, generator=g)))
+    return out
+
+
+def _prompted_call(model: nn.Module, inputs: dict[str, Any], block: nn.Module,
+                   seed: int) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+    """The block's recorded call, its parent's inputs and what was added to them: where the
+    parent's own inputs reach the block with no tensor, each input :func:`_documented_inputs`
+    makes is tried alone, and the first whose call gives the block a tensor is kept."""
+    call = _recorded_call(model, inputs, block)
+    if _has_tensor(call):
+        return call, inputs, ""
+    for name, value in _documented_inputs(model, inputs, seed):
+        try:
+            again = _recorded_call(model, {**inputs, name: value}, block)
+        except Exception:  # noqa: BLE001 (an input the parent refuses in that shape: the next one)
+            continue
+        if _has_tensor(again):
+            return again, {**inputs, name: value}, f"; given {name} {tuple(value.shape)}"
+    return call, inputs, ""
+
+
 def _block(model: nn.Module, cls: type | None, field: str) -> nn.Module | None:
     """The parent's block: of the modules of class ``cls``, the one keeping the parent's
     sub-config ``field`` itself (CLVP holds a ``ClvpEncoder`` under two fields), else the first;
@@ -119,7 +161,7 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
                info: list[Any] | None, made: Callable[..., Any]) -> tuple[nn.Module, dict[str, Any]]:
     """The block ``head`` (``module:Class``; None where the type names no class) as the first
     parent type that builds and calls it, and the inputs of that call. ``build`` builds the
-    parent (``hf.build``, at ``batch`` and ``seq``); ``made(parent's Built, parent type, block)``
+    parent (``hf.build``, at ``batch`` and ``seq``); ``made(parent's Built, parent type, block, what was added)``
     makes the :class:`Built` record. The parent runs on the CPU, where the call has real values
     (point labels, flags); the block moves to ``device`` after, and so do the inputs, except to
     the meta device. A ``--set`` key the type's own config lacks is the user's error, said in the
@@ -151,16 +193,16 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
             continue
         try:
             with _quiet():
-                call = _recorded_call(model, inputs, block)
+                call, inputs, given = _prompted_call(model, inputs, block, seed)
         except Exception as err:  # noqa: BLE001 (the parent's own forward failing: say so, try the next)
             why.append(f"{parent}'s call fails ({_short(err, 120)})")
             continue
-        if call is None or not any(isinstance(v, torch.Tensor) for v in tree_leaves(call)):
+        if call is None or not _has_tensor(call):
             why.append(f"{parent}'s forward calls its {type(block).__name__} with no tensor" if call is not None
                        else f"{parent}'s forward does not call its {type(block).__name__}")
             continue
         if info is not None:
-            info.append(made(parent_info[0], parent, block))
+            info.append(made(parent_info[0], parent, block, given))
         if str(device) != "meta":  # on meta, inputs stay real, as every build's (a caller's to_meta keeps their values)
             call = tree_map_only(torch.Tensor, lambda t: t.to(device), call)
         return block.to(device), call

@@ -599,7 +599,10 @@ def _device_and_metadata(graph: fx.Graph, drop_casts: torch.dtype | None) -> Non
     whatever precision its parameters have; a cast to it from a dtype the model chose itself
     (rotary angles in float64) stays, and :func:`_parameters_dtype` makes its target the
     parameters' dtype."""
-    first_input = next((n for n in graph.nodes if n.op == "placeholder"), None)
+    # the first input not known to be other than a tensor: a None argument (SAM's prompt
+    # encoder given boxes, not points) has no device
+    first_input = next((n for n in graph.nodes if n.op == "placeholder"
+                        and isinstance(n.meta.get("val", torch.empty(0)), torch.Tensor)), None)
     device_node = None
     for node in list(graph.nodes):
         if "device" in node.kwargs and first_input is not None and node.op == "call_function" \
