@@ -74,11 +74,14 @@ SMALLER_IMAGES = (256, 128, 64)
 
 
 def at_a_size_that_fits(built: tuple[Any, Any], prepare: Callable[[Any, Any], Any], fits: Callable[[Any], None],
-                        refusal: type[Exception], build: Callable[[dict[str, Any]], tuple[Any, Any]]) -> tuple[Any, str]:
+                        refusal: type[Exception], build: Callable[[dict[str, Any], int], tuple[Any, Any]]
+                        ) -> tuple[Any, str]:
     """``prepare(model, inputs)`` on the model ``built``, or, where ``fits`` refuses what it gives
     with ``refusal``, on the model built with smaller images (float64 copies of 1024x1024 vision
-    towers do not fit; the comparison of a 600x600 EfficientNet-B7 does not either): what
-    ``prepare`` gave, and a note naming the ``--set`` overrides and why ("" at the default size)."""
+    towers do not fit; the comparison of a 600x600 EfficientNet-B7 does not either), then at
+    batch 1 (Perceiver's latents, BigVGAN's waveform: nothing to shrink but the batch). ``build(
+    overrides, batch)`` builds one: what ``prepare`` gave, and a note naming the ``--set``
+    settings and why ("" at the default size)."""
     from unitcheck import hf
 
     model, inputs = built
@@ -88,20 +91,21 @@ def at_a_size_that_fits(built: tuple[Any, Any], prepare: Callable[[Any, Any], An
         return got, ""
     except refusal as too_large:
         why = str(too_large).split(" (budget")[0]
-        for size in SMALLER_IMAGES:
-            smaller = hf.image_size_overrides(model.config, size) if hasattr(model, "config") else {}
-            if not smaller:
+    tries = [(hf.image_size_overrides(model.config, size), 2) for size in SMALLER_IMAGES] \
+        if hasattr(model, "config") else []
+    tries = [t for t in tries if t[0]]
+    tries.append((tries[-1][0] if tries else {}, 1))
+    for i, (smaller, batch) in enumerate(tries):
+        got = prepare(*build(smaller, batch))
+        try:
+            fits(got)
+        except refusal:
+            if i == len(tries) - 1:
                 raise
-            got = prepare(*build(smaller))
-            try:
-                fits(got)
-            except refusal:
-                if size == SMALLER_IMAGES[-1]:
-                    raise
-                continue
-            sets = " ".join(f"--set {k}={v}" for k, v in smaller.items())
-            return got, f"{sets} ({why} at the default size)"
-        raise
+            continue
+        sets = " ".join([*(f"--set {k}={v}" for k, v in smaller.items()), *(["--set batch=1"] if batch == 1 else [])])
+        return got, f"{sets} ({why} at the default size)"
+    raise AssertionError("unreachable: the last try raises or returns")
 
 
 def _noted(out: dict[str, Any], done: str, note: str) -> dict[str, Any]:
@@ -182,7 +186,7 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
 
         ug, note = at_a_size_that_fits(
             cpu_model(), lambda model, inputs: oracle.prepare(model, inputs)[2], oracle.check_fits_in_memory,
-            oracle.OracleError, lambda smaller: hf.build(model_type, smaller, device="cpu"))
+            oracle.OracleError, lambda smaller, batch: hf.build(model_type, smaller, batch=batch, device="cpu"))
         # the fingerprint needs a loss: a model without one gets the two oracle modes only
         try:
             res = oracle.verify_graph(ug, with_fingerprint=ug.loss_node is not None)
@@ -222,7 +226,7 @@ def run_type(model_type: str, stages: Sequence[str], emit: Callable[[dict[str, A
         (res, model, inputs), note = at_a_size_that_fits(
             cpu_model(), lambda model, inputs: (regenerate(model, inputs, to="identity"), model, inputs),
             lambda got: check_fits_in_memory(got[0].gct.traced.graph), UsageError,
-            lambda smaller: hf.build(model_type, smaller, device="cpu"))
+            lambda smaller, batch: hf.build(model_type, smaller, batch=batch, device="cpu"))
         diffs = [d for training in (False, True) for d in differences(model, res.module, inputs, training)]
         out: dict[str, Any] = {"differences": len(diffs), "two_graphs": "_forward_train" in res.source,
                                "kept": len(res.kept)}

@@ -2340,3 +2340,48 @@ def test_a_count_the_config_fixes_takes_the_count_the_input_gives() -> None:
     model, inputs = hf.build("janus_vqgan", device="cpu", info=info)
     assert "repaired num_patches" in info[0].plan and info[0].probed
     assert len(trace(model, inputs).compute_nodes()) > 100
+
+
+class _PerBookLM(nn.Module):
+    """Logits with one row per example and codebook, as Dia's head returns them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(11, 4)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.emb(input_ids[:, :1]).repeat(3, 1, 1)  # (batch * 3 books, 1, vocab-ish)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        return out
+
+
+def test_labels_the_loss_refuses_take_the_shape_of_the_logits() -> None:
+    from unitcheck.hf.runs import _logits_rows, _loss_refuses_labels, _probe
+
+    model, ids = _PerBookLM().to("meta"), torch.zeros(2, 5, dtype=torch.long)  # probes run on meta, as builds do
+    why = _probe(model, {"input_ids": ids, "labels": ids})
+    assert why is not None and "target" in why and _loss_refuses_labels(why, {"input_ids": ids, "labels": ids})
+    assert not _loss_refuses_labels(why, {"input_ids": ids})  # no labels: nothing to reshape
+    assert _logits_rows(model, {"input_ids": ids, "labels": ids}) == (6, 1)
+    assert _probe(model, {"input_ids": ids, "labels": torch.zeros(6, 1, dtype=torch.long)}) is None
+
+
+@needs_hf
+def test_dias_labels_are_built_one_row_per_codebook() -> None:
+    """Dia's loss reads labels as ``(batch * channels, frames)``; the builder made them like the
+    text ids, no candidate passed, and the trace failed ("Expected input batch_size (18) to match
+    target batch_size (32)"). Shaped as the logits, they pass, and the trace has the loss."""
+    from unitcheck import hf
+    from unitcheck.tracer import trace
+
+    info: list[hf.Built] = []
+    model, inputs = hf.build("dia", device="cpu", info=info)
+    config: Any = model.config
+    rows = 2 * config.decoder_config.num_channels
+    assert info[0].probed and f"(labels as [{rows}, 1])" in info[0].layout
+    assert inputs["labels"].shape == (rows, 1)
+    assert int(inputs["labels"].max()) < config.decoder_config.vocab_size
+    tg = trace(model, inputs)
+    assert any("cross_entropy" in str(n.target) or "nll_loss" in str(n.target) for n in tg.graph.nodes)

@@ -261,34 +261,42 @@ class _TooLarge(Exception):
 def test_a_stage_too_large_at_the_default_size_runs_on_smaller_images() -> None:
     """EfficientNet-B7's comparison at 600x600 and SAM 2's at 1024x1024 exceed the memory budget;
     the null rewrite was refused there while verify retried on smaller images. Both stages share
-    the retry now: the largest side that fits is taken, and the note says which and why."""
+    the retry now: the largest side that fits is taken, and the note says which and why. A
+    model with nothing else to shrink (Perceiver's latents) is tried at batch 1."""
     from transformers import ViTConfig
 
     class Model:
         config = ViTConfig(image_size=600)
 
-    sides: list[int] = []
+    costs: list[int] = []
 
     def prepare(model: Any, inputs: Any) -> int:
-        sides.append(inputs)
+        costs.append(inputs)
         return int(inputs)
 
-    def fits(side: int) -> None:
-        if side > 128:
-            raise _TooLarge(f"would hold about {side / 10:.1f} GiB (budget 12.8 GiB, X): smaller")
+    def fits(cost: int) -> None:
+        if cost > 128:
+            raise _TooLarge(f"would hold about {cost / 10:.1f} GiB (budget 12.8 GiB, X): smaller")
 
-    def build(smaller: dict[str, Any]) -> tuple[Any, int]:
-        return Model(), smaller["image_size"]
+    def builder(side: int) -> Any:
+        def build(smaller: dict[str, Any], batch: int) -> tuple[Any, int]:  # cost: side x batch / 2
+            return Model(), smaller.get("image_size", side) * batch // 2
+        return build
 
-    got, note = zoo.at_a_size_that_fits((Model(), 600), prepare, fits, _TooLarge, build)
-    assert (got, sides) == (128, [600, 256, 128])
+    got, note = zoo.at_a_size_that_fits((Model(), 600), prepare, fits, _TooLarge, builder(600))
+    assert (got, costs) == (128, [600, 256, 128])
     assert note == "--set image_size=128 (would hold about 60.0 GiB at the default size)"
     assert zoo._noted({"reason": ""}, "compared", note)["reason"] == f"compared with {note}"
     # what fits at the default size runs there, with no note
-    assert zoo.at_a_size_that_fits((Model(), 96), prepare, fits, _TooLarge, build) == (96, "")
-    # a model without images to shrink is refused as before
-    with pytest.raises(_TooLarge):
-        zoo.at_a_size_that_fits((object(), 600), prepare, fits, _TooLarge, build)
-    # nor one that does not fit at the smallest side
-    with pytest.raises(_TooLarge):
-        zoo.at_a_size_that_fits((Model(), 600), prepare, lambda side: fits(side * 100), _TooLarge, build)
+    assert zoo.at_a_size_that_fits((Model(), 96), prepare, fits, _TooLarge, builder(96)) == (96, "")
+    # too large at the smallest side: that side at batch 1
+    costs.clear()
+    got, note = zoo.at_a_size_that_fits((Model(), 600), prepare, lambda c: fits(c * 3), _TooLarge, builder(600))
+    assert (got, costs) == (32, [600, 256, 128, 64, 32])
+    assert note == "--set image_size=64 --set batch=1 (would hold about 180.0 GiB at the default size)"
+    # a model without images to shrink is tried at batch 1 alone
+    assert zoo.at_a_size_that_fits((object(), 200), prepare, fits, _TooLarge, builder(200))[0] == 100
+    with pytest.raises(_TooLarge):  # and refused where that does not fit either
+        zoo.at_a_size_that_fits((object(), 600), prepare, fits, _TooLarge, builder(600))
+    with pytest.raises(_TooLarge):  # nor one that does not fit at the smallest side at batch 1
+        zoo.at_a_size_that_fits((Model(), 600), prepare, lambda c: fits(c * 100), _TooLarge, builder(600))

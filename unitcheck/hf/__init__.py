@@ -69,7 +69,7 @@ from .repair import (
     _real_run_repaired,
     _repair,
 )
-from .runs import _probe, _probe_limited, _runs_on_cpu
+from .runs import _logits_rows, _loss_refuses_labels, _probe, _probe_limited, _runs_on_cpu
 from .shapes import _SIZE_INDEPENDENT, _reshaped, _with_companions, _with_shapes
 
 __all__ = ["ATTENTION_KEY", "CONFIG_MAPPING_CLS", "PLANS", "SMALL_DEFAULTS", "Built", "HFError", "OverrideError",
@@ -258,6 +258,11 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     current = {**inputs, **_named_inputs(named, cfg, inputs, batch, seq, seed, _declared(model))}
                     why = _probe(model, current)
                 shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()
+                if why is not None and _loss_refuses_labels(why, current) and (rows := _logits_rows(model, current)):
+                    # labels in the logits' shape (Dia's, one row per codebook)
+                    relabelled = _with_shapes(current, (("labels", rows),), seed)
+                    if (again := _probe(model, relabelled)) != why:
+                        shaped, current, why = (("labels", rows),), relabelled, again
                 for _ in range(2):  # the layer reading an input says the shape it wants
                     if why is None:
                         break

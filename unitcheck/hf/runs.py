@@ -59,6 +59,30 @@ def _probe(model: nn.Module, inputs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _logits_rows(model: nn.Module, inputs: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The axes of the logits a fake run without ``labels`` returns, the vocabulary's left out:
+    the shape a head's loss wants its labels in (Dia's, one row per example and codebook,
+    ``(batch * channels, frames)``); None where that run fails or returns no logits."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) as mode, torch.no_grad(), \
+                _as_export():
+            out = model(**_faked(mode, {k: v for k, v in inputs.items() if k != "labels"}))
+            logits = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", None)
+            return tuple(int(n) for n in logits.shape[:-1]) if isinstance(logits, torch.Tensor) else None
+    except Exception:  # noqa: BLE001 (no shape to read: the caller keeps its labels)
+        return None
+
+
+def _loss_refuses_labels(why: str, inputs: Mapping[str, Any]) -> bool:
+    """Whether a failure is the loss refusing the labels' shape ("Expected input batch_size (18)
+    to match target batch_size (32)")."""
+    statement = _statement(why) or ""
+    return "labels" in inputs and ("target" in why or "loss" in statement.split("=")[0])
+
+
 def _failure(err: BaseException) -> str:
     """A failed run's reason: the error, and the model statement that raised (:func:`_statement`
     reads it back)."""
