@@ -36,6 +36,7 @@ from .layers import (
     Rotary,
     build_lm,
     canonical,
+    canonical_gelu,
     check_config,
     init_gpt_style,
     lm_output,
@@ -101,10 +102,10 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if self.c_up is None:
+            return self.c_proj(canonical_gelu(self.c_fc(h)))  # gelu(C(a)), one kernel in training
         a = canonical(self.c_fc(h))
-        if self.c_up is not None:
-            return self.c_proj(a * torch.sigmoid(a) * self.c_up(h))  # normalised gate
-        return self.c_proj(F.gelu(a))
+        return self.c_proj(a * torch.sigmoid(a) * self.c_up(h))  # normalised gate
 
 
 class Block(nn.Module):

@@ -14,7 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 
 # the models use them from here; rewrite directories written before they moved import them here too
-from unitcheck.canonical import CANONICAL_EPS, canonical, orthogonal, residual_update  # noqa: F401
+from unitcheck.canonical import (  # noqa: F401
+    CANONICAL_EPS,
+    canonical,
+    canonical_gelu,
+    orthogonal,
+    residual_update,
+)
 
 
 def justnorm(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -32,6 +32,30 @@ def test_a_gain_per_row_is_applied_in_cs_kernel(shape: tuple[int, ...]) -> None:
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
+def test_gelu_of_c_is_one_function_with_the_exact_gradient() -> None:
+    """GCT's MLP activation gelu(C(x)), fused: the exact gradient, the values of the two calls,
+    and captures still see the two calls (C marked, gelu after it)."""
+    from unitcheck.canonical import _CanonicalGelu, canonical_gelu
+    from unitcheck.tracer import trace
+
+    x = torch.randn(3, 5, 24, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: _CanonicalGelu.apply(t, 1e-6), (x,))
+    y = canonical_gelu(x)
+    assert type(y.grad_fn).__name__ == _CanonicalGelu.__name__ + "Backward"
+    assert torch.allclose(y, torch.nn.functional.gelu(canonical(x)), rtol=1e-12, atol=1e-14)
+    with torch.no_grad():
+        assert torch.equal(canonical_gelu(x), torch.nn.functional.gelu(canonical(x)))  # no kernel to fuse for
+    targets = [str(n.target) for n in trace(torch.nn.Sequential(_GeluOfC()), (torch.randn(2, 8),)).graph.nodes]
+    assert any("rms_norm" in t for t in targets) and any("gelu" in t for t in targets)
+
+
+class _GeluOfC(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from unitcheck.canonical import canonical_gelu
+
+        return canonical_gelu(x)
+
+
 def test_a_gain_per_feature_is_the_product() -> None:
     """A gain that varies over the features is not one per row: C's kernel is not given it."""
     x = torch.randn(4, 6, 8, dtype=torch.float64, requires_grad=True)

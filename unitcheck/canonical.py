@@ -20,8 +20,8 @@ from torch import nn
 
 from .compiled import call_compiled
 
-__all__ = ["CANONICAL_EPS", "canonical", "orthogonal", "residual_update", "CanonicalInput", "CanonicalOutput",
-           "CanonicalLinear", "DimensionlessLinear"]
+__all__ = ["CANONICAL_EPS", "canonical", "canonical_gelu", "orthogonal", "residual_update", "CanonicalInput",
+           "CanonicalOutput", "CanonicalLinear", "DimensionlessLinear"]
 
 CANONICAL_EPS = 1e-6
 """The canonicaliser's floor eps_x, shared by models/gct and the GCT rewrite."""
@@ -190,6 +190,49 @@ def canonical(x: torch.Tensor, eps: float = CANONICAL_EPS, dim: int = -1,
         return F.rms_norm(x, (x.size(-1),), eps=eps)
     with _marked("canonical"):
         return F.rms_norm(x, (x.size(-1),), eps=eps)
+
+
+def _gelu_forward(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """gelu(C(x)) and the row sums <x, x>."""
+    ss = _dot(x, x)
+    return F.gelu(x * _inverse_rms(ss, x.size(-1), eps)), ss
+
+
+def _gelu_backward(g: torch.Tensor, x: torch.Tensor, ss: torch.Tensor, eps: float) -> torch.Tensor:
+    """C's backward of g gelu'(y), y = C(x) recomputed; gelu'(y) = Phi(y) + y phi(y) (the exact,
+    erf form F.gelu computes by default)."""
+    d = x.size(-1)
+    r = _inverse_rms(ss, d, eps)
+    y = x * r
+    cdf = 0.5 * (1.0 + torch.erf(y * (1.0 / math.sqrt(2.0))))
+    pdf = torch.exp(-0.5 * y * y) * (1.0 / math.sqrt(2.0 * math.pi))
+    gy = g * (cdf + y * pdf)
+    return r * (gy - y * (_dot(gy, y) / d))
+
+
+class _CanonicalGelu(torch.autograd.Function):
+    """gelu(C(x)), GCT's MLP activation, as one compiled kernel each way: C then gelu wrote and
+    read the MLP's widest activations (4 x the stream) once more each way (measured at (32, 128,
+    512), one thread, forward and backward: 10.2 ms apart, 6.4 ms fused)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        z, ss = call_compiled(_gelu_forward, x, eps)
+        ctx.save_for_backward(x, ss)
+        ctx.eps = eps
+        return z  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
+        return call_compiled(_gelu_backward, g, *ctx.saved_tensors, ctx.eps), None
+
+
+def canonical_gelu(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
+    """gelu(C(x)) over the last axis: the same function as the two calls, which captures see
+    (C marked as usual, gelu after it); eager training runs one fused kernel each way."""
+    if _tracing() or not (torch.is_grad_enabled() and x.requires_grad):
+        return F.gelu(canonical(x, eps))
+    return _CanonicalGelu.apply(x, eps)  # type: ignore[no-any-return]
 
 
 class _Orthogonal(torch.autograd.Function):
