@@ -112,8 +112,9 @@ def _documented_inputs(model: nn.Module, inputs: Mapping[str, Any], seed: int) -
     given (SAM calls its prompt encoder with tensors only where points, boxes or masks are)."""
     declared = _declared(model)
     g = torch.Generator().manual_seed(seed + 2)
-    batch, seq = next(((int(v.shape[0]), int(v.shape[-1])) for v in inputs.values()
-                       if isinstance(v, torch.Tensor) and v.dim() >= 1), (1, 1))
+    batch = next((int(v.shape[0]) for v in inputs.values() if isinstance(v, torch.Tensor) and v.dim() >= 1), 1)
+    ids = inputs.get("input_ids")
+    seq = int(ids.shape[-1]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else 1  # the text's, if any
     out = []
     for name, shape in declared.shapes.items():
         if name in inputs or name in _NOT_ASKED:
@@ -161,8 +162,8 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
                info: list[Any] | None, made: Callable[..., Any]) -> tuple[nn.Module, dict[str, Any]]:
     """The block ``head`` (``module:Class``; None where the type names no class) as the first
     parent type that builds and calls it, and the inputs of that call. ``build`` builds the
-    parent (``hf.build``, at ``batch`` and ``seq``); ``made(parent's Built, parent type, block, what was added)``
-    makes the :class:`Built` record. The parent runs on the CPU, where the call has real values
+    parent (``hf.build``, at ``batch`` and ``seq``); ``made(parent's Built, parent type, block,
+    what was added)`` makes the :class:`Built` record. The parent runs on the CPU, where the call has real values
     (point labels, flags); the block moves to ``device`` after, and so do the inputs, except to
     the meta device. A ``--set`` key the type's own config lacks is the user's error, said in the
     type's name before any parent is built."""
