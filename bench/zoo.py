@@ -90,13 +90,19 @@ def at_a_size_that_fits(built: tuple[Any, Any], prepare: Callable[[Any, Any], An
         fits(got)
         return got, ""
     except refusal as too_large:
-        why = str(too_large).split(" (budget")[0]
+        first = too_large
+    why = str(first).split(" (budget")[0]
     tries = [(hf.image_size_overrides(model.config, size), 2) for size in SMALLER_IMAGES] \
         if hasattr(model, "config") else []
     tries = [t for t in tries if t[0]]
     tries.append((tries[-1][0] if tries else {}, 1))
     for i, (smaller, batch) in enumerate(tries):
-        got = prepare(*build(smaller, batch))
+        try:
+            got = prepare(*build(smaller, batch))
+        except refusal:
+            raise
+        except Exception as err:  # a smaller model that does not build or run: the size was the reason
+            raise first from err
         try:
             fits(got)
         except refusal:

@@ -300,3 +300,9 @@ def test_a_stage_too_large_at_the_default_size_runs_on_smaller_images() -> None:
         zoo.at_a_size_that_fits((object(), 600), prepare, fits, _TooLarge, builder(600))
     with pytest.raises(_TooLarge):  # nor one that does not fit at the smallest side at batch 1
         zoo.at_a_size_that_fits((Model(), 600), prepare, lambda c: fits(c * 100), _TooLarge, builder(600))
+
+    def fails(smaller: dict[str, Any], batch: int) -> tuple[Any, int]:
+        raise ValueError("a smaller model that does not build")
+
+    with pytest.raises(_TooLarge, match="60.0 GiB"):  # the size stays the reason given
+        zoo.at_a_size_that_fits((Model(), 600), prepare, fits, _TooLarge, fails)

@@ -229,8 +229,13 @@ class _CanonicalGelu(torch.autograd.Function):
 
 def canonical_gelu(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
     """gelu(C(x)) over the last axis: the same function as the two calls, which captures see
-    (C marked as usual, gelu after it); eager training runs one fused kernel each way."""
-    if _tracing() or not (torch.is_grad_enabled() and x.requires_grad):
+    (C then gelu, marked as one call of this function, which code generation writes back, so a
+    regenerated model trains with the same kernel); eager training runs one fused kernel each
+    way."""
+    if _tracing():
+        with _marked("canonical_gelu"):
+            return F.gelu(canonical(x, eps))
+    if not (torch.is_grad_enabled() and x.requires_grad):
         return F.gelu(canonical(x, eps))
     return _CanonicalGelu.apply(x, eps)  # type: ignore[no-any-return]
 

@@ -259,10 +259,10 @@ def _choose(model_type: str, overrides: Mapping[str, Any], batch: int, seq: int,
                     why = _probe(model, current)
                 shaped: tuple[tuple[str, tuple[int, ...]], ...] = ()
                 if why is not None and _loss_refuses_labels(why, current) and (rows := _logits_rows(model, current)):
-                    # labels in the logits' shape (Dia's, one row per codebook)
+                    # labels in the logits' shape (Dia's, one row per codebook), where they pass
                     relabelled = _with_shapes(current, (("labels", rows),), seed)
-                    if (again := _probe(model, relabelled)) != why:
-                        shaped, current, why = (("labels", rows),), relabelled, again
+                    if _probe(model, relabelled) is None:
+                        shaped, current, why = (("labels", rows),), relabelled, None
                 for _ in range(2):  # the layer reading an input says the shape it wants
                     if why is None:
                         break
@@ -382,7 +382,8 @@ def build(
             return as_called(heads[0][1] if heads else None)
         with _quiet():
             choice = _choose(model_type, given, batch, seq, seed)
-        guessed = "(by name)" in choice.layout or bool(choice.shaped)  # inputs no main input name gave
+        # inputs no main input name gave (labels in the logits' shape are the head's, not a guess)
+        guessed = "(by name)" in choice.layout or any(name != "labels" for name, _ in choice.shaped)
         if (not choice.passed or guessed and not has_base_model(model_type)) and _parents(model_type):
             # a sub-model its parent calls: the call's inputs are what it is given (SAM 3's mask
             # decoder gets the backbone's three feature levels, not queries reshaped to pass)

@@ -111,6 +111,8 @@ def _documented_inputs(model: nn.Module, inputs: Mapping[str, Any], seed: int) -
     names (``num_boxes``) taken as one: the prompts a block is called with only when they are
     given (SAM calls its prompt encoder with tensors only where points, boxes or masks are)."""
     declared = _declared(model)
+    if not hasattr(model, "config"):  # sizes come from the parent's config
+        return []
     g = torch.Generator().manual_seed(seed + 2)
     batch = next((int(v.shape[0]) for v in inputs.values() if isinstance(v, torch.Tensor) and v.dim() >= 1), 1)
     ids = inputs.get("input_ids")
@@ -119,7 +121,8 @@ def _documented_inputs(model: nn.Module, inputs: Mapping[str, Any], seed: int) -
     for name, shape in declared.shapes.items():
         if name in inputs or name in _NOT_ASKED:
             continue
-        size = _documented_size(re.sub(r"\bnum_(?!channels\b)\w+", "1", shape), model.config, inputs, batch, seq, 1)
+        counted = re.sub(r"(?<![\w.])num_(?!channels\b)\w+", "1", shape)  # not ``config.num_labels``
+        size = _documented_size(counted, model.config, inputs, batch, seq, 1)
         if size is not None:
             integers = declared.forms.get(name) == "integers"
             out.append((name, torch.zeros(size, dtype=torch.long) if integers else torch.rand(size, generator=g)))

@@ -4,6 +4,7 @@ real run on the CPU for models small enough to make."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -76,11 +77,15 @@ def _logits_rows(model: nn.Module, inputs: Mapping[str, Any]) -> tuple[int, ...]
         return None
 
 
+# a loss comparing the sizes of its input and its target: cross entropy's "Expected input
+# batch_size (18) to match target batch_size (32)", MSE's "Using a target size ...", BCE's
+# "Target size (...) must be the same as input size (...)"
+_TARGET_SIZE = re.compile(r"target (batch_)?size", re.IGNORECASE)
+
+
 def _loss_refuses_labels(why: str, inputs: Mapping[str, Any]) -> bool:
-    """Whether a failure is the loss refusing the labels' shape ("Expected input batch_size (18)
-    to match target batch_size (32)")."""
-    statement = _statement(why) or ""
-    return "labels" in inputs and ("target" in why or "loss" in statement.split("=")[0])
+    """Whether a failure is the loss refusing the labels' shape."""
+    return "labels" in inputs and _TARGET_SIZE.search(why.partition(" [at: ")[0]) is not None
 
 
 def _failure(err: BaseException) -> str:

@@ -30,7 +30,15 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from .. import opaque
-from ..canonical import CALL_KEY, DIM_KEY, OUTER_KEY, canonical, orthogonal, residual_update
+from ..canonical import (
+    CALL_KEY,
+    DIM_KEY,
+    OUTER_KEY,
+    canonical,
+    canonical_gelu,
+    orthogonal,
+    residual_update,
+)
 from ..draws import SKIP
 from ..errors import UnitcheckError
 from ..fxutil import ROOT, RUN_VIEW_AS, base_name, called_name, location, module_path
@@ -341,7 +349,8 @@ def _kept_calls(graph: fx.Graph) -> None:
 
 def _library_calls(graph: fx.Graph) -> None:
     """A call the original model made to :func:`~unitcheck.canonical.canonical`,
-    :func:`~unitcheck.canonical.orthogonal`, :func:`~unitcheck.canonical.residual_update` or an
+    :func:`~unitcheck.canonical.canonical_gelu`, :func:`~unitcheck.canonical.orthogonal`,
+    :func:`~unitcheck.canonical.residual_update` or an
     ``autograd.Function`` (BLOOM's GeLU) is a call again: tracing records a forward formula whose
     autograd differs in its last bits from the hand-written backward eager training runs. Each
     call's nodes are marked (``CALL_KEY``); an intact group (its inputs and one output as the
@@ -389,6 +398,9 @@ def _call_again(graph: fx.Graph, nodes: list[fx.Node]) -> None:
         a = out.args[0]
         eps = next((x for n in nodes if base_name(n) == "add" for x in n.args if isinstance(x, float)), None)
         args, fn = (a, next(p for p in inputs if p is not a), *(() if eps is None else (eps,))), orthogonal
+    elif name == "canonical_gelu" and len(inputs) == 1 and base_name(out) == "gelu" \
+            and isinstance(norm := out.args[0], fx.Node) and base_name(norm) == "rms_norm" and norm in inside:
+        args, fn = (inputs[0], named_args(norm).get("eps")), canonical_gelu
     elif name == "residual_update":
         found_args = _update_args(out, inside, inputs)
         if found_args is not None:
