@@ -2385,3 +2385,34 @@ def test_dias_labels_are_built_one_row_per_codebook() -> None:
     assert int(inputs["labels"].max()) < config.decoder_config.vocab_size
     tg = trace(model, inputs)
     assert any("cross_entropy" in str(n.target) or "nll_loss" in str(n.target) for n in tg.graph.nodes)
+
+
+def test_a_mapped_class_transformers_does_not_export_is_taken_from_its_modeling_module(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The auto mappings name ``VoxtralRealtimeTextModel``, which transformers does not export
+    (5.24, 5.25): the build failed with "module transformers has no attribute". A mapped name
+    the package lacks is its modeling module's class, ``module:Class``; an exported one stays."""
+    from unitcheck.hf import heads
+
+    monkeypatch.setattr(heads, "_exports", lambda: frozenset({"GPT2Model"}))
+    assert heads._exported_or_qualified("gpt2", "GPT2Model") == "GPT2Model"
+    assert heads._exported_or_qualified("gpt2", "GPT2LMHeadModel") == \
+        "transformers.models.gpt2.modeling_gpt2:GPT2LMHeadModel"
+    assert heads._exported_or_qualified("gpt2", "NoSuchModel") == "NoSuchModel"  # left for the build to refuse
+
+
+@needs_hf
+def test_voxtral_realtime_text_builds_from_its_modeling_module_as_its_parent_calls_it() -> None:
+    """Its layers' adaptive norms take a conditioning tensor its parent passes through
+    ``**kwargs`` (no name says how to make it), and the parent declares its text config as any
+    config (``AutoConfig``): the parent is found from its default config, and its call traces."""
+    from unitcheck import hf
+    from unitcheck.hf.parts import _parents
+    from unitcheck.tracer import trace
+
+    assert _parents("voxtral_realtime_text") == [("voxtral_realtime", "text_config")]
+    info: list[hf.Built] = []
+    model, inputs = hf.build("voxtral_realtime_text", device="meta", info=info)
+    assert type(model).__name__ == info[0].head == "VoxtralRealtimeTextModel"
+    assert info[0].layout.startswith("as voxtral_realtime calls it") and info[0].probed
+    assert len(trace(model, inputs).graph.nodes) > 50

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -50,6 +51,7 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
             continue
         for name in names if isinstance(names, (list, tuple)) else (names,):
             task = _task(mapping)
+            name = _exported_or_qualified(model_type, name)
             if all(name != n for _, n, _ in out):
                 out.append((task, name, labels))
     if not out:  # a type with task heads only (depth, pose, matting, keypoints, a backbone...)
@@ -61,6 +63,22 @@ def head_classes(model_type: str) -> list[tuple[str, str, str]]:
     if not out:
         out = _named_like_config(model_type) or _taking_config(model_type) or _block_named_like_config(model_type)
     return out
+
+
+@functools.cache
+def _exports() -> frozenset[str]:
+    import transformers
+
+    return frozenset(dir(transformers))
+
+
+def _exported_or_qualified(model_type: str, name: str) -> str:
+    """A class the auto mappings name, as ``module:Class`` where transformers does not export it
+    but the type's modeling module defines it (``VoxtralRealtimeTextModel`` in 5.24)."""
+    if name in _exports():
+        return name
+    modeling = _modeling_module(model_type)
+    return f"{modeling.__name__}:{name}" if modeling is not None and hasattr(modeling, name) else name
 
 
 def _modeling_module(model_type: str) -> Any:

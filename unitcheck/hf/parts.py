@@ -35,11 +35,22 @@ def _parents(model_type: str) -> list[tuple[str, str]]:
         if parent == model_type:
             continue
         try:
-            subs = getattr(CONFIG_MAPPING_CLS(parent), "sub_configs", None) or {}
+            parent_cls = CONFIG_MAPPING_CLS(parent)
+            subs = getattr(parent_cls, "sub_configs", None) or {}
         except Exception:  # noqa: BLE001 (a config class whose backend is missing)
             continue
-        out += [(parent, field) for field, cls in subs.items() if cls is wanted]
+        out += [(parent, field) for field, cls in subs.items()
+                if cls is wanted or cls.__name__ == "AutoConfig" and _default_holds(parent_cls, field, wanted)]
     return out
+
+
+def _default_holds(parent_cls: type, field: str, wanted: type) -> bool:
+    """Whether the parent's default config holds a ``wanted`` config under ``field``, which its
+    class declares as any config (``AutoConfig``: Voxtral Realtime's text model)."""
+    try:
+        return type(getattr(parent_cls(), field, None)) is wanted
+    except Exception:  # noqa: BLE001 (a default config its own validators reject)
+        return False
 
 
 def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module) -> dict[str, Any] | None:
