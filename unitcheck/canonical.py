@@ -56,21 +56,31 @@ def _canonical_backward(g: torch.Tensor, y: torch.Tensor, ss: torch.Tensor, eps:
     return torch.addcmul(g * r, y, _dot(g, y) * (r / y.size(-1)), value=-1.0)
 
 
-class _Canonical(torch.autograd.Function):
-    """C with a hand-written backward, one compiled kernel each way: two passes over memory
-    instead of the half-dozen autograd spends on the decomposed formula (GCT applies C 7 times a
-    layer)."""
+class _RowKernel(torch.autograd.Function):
+    """A row-wise function of x with a hand-written backward, one compiled kernel each way: the
+    forward kernel returns the output and the row sums <x, x>; the backward kernel reads the
+    gradient, what was kept (the output, or x where the backward recomputes from it) and the
+    sums. Subclasses name their kernels in ``apply``."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
-        y, ss = call_compiled(_canonical_forward, x, eps)
-        ctx.save_for_backward(y, ss)
-        ctx.eps = eps
+    def forward(ctx, x: torch.Tensor, eps: float, kernels: tuple[Any, Any], keep_input: bool) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
+        y, ss = call_compiled(kernels[0], x, eps)
+        ctx.save_for_backward(x if keep_input else y, ss)
+        ctx.eps, ctx.backward_kernel = eps, kernels[1]
         return y  # type: ignore[no-any-return]
 
     @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
-        return call_compiled(_canonical_backward, g, *ctx.saved_tensors, ctx.eps), None
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[no-untyped-def,override]
+        return call_compiled(ctx.backward_kernel, g, *ctx.saved_tensors, ctx.eps), None, None, None
+
+
+class _Canonical(_RowKernel):
+    """C: two passes over memory instead of the half-dozen autograd spends on the decomposed
+    formula (GCT applies C 7 times a layer)."""
+
+    @classmethod
+    def apply(cls, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
+        return super().apply(x, eps, (_canonical_forward, _canonical_backward), False)  # type: ignore[no-any-return]
 
 
 def _scaled_forward(x: torch.Tensor, gain: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -210,21 +220,14 @@ def _gelu_backward(g: torch.Tensor, x: torch.Tensor, ss: torch.Tensor, eps: floa
     return r * (gy - y * (_dot(gy, y) / d))
 
 
-class _CanonicalGelu(torch.autograd.Function):
-    """gelu(C(x)), GCT's MLP activation, as one compiled kernel each way: C then gelu wrote and
-    read the MLP's widest activations (4 x the stream) once more each way (measured at (32, 128,
-    512), one thread, forward and backward: 10.2 ms apart, 6.4 ms fused)."""
+class _CanonicalGelu(_RowKernel):
+    """gelu(C(x)), GCT's MLP activation: C then gelu wrote and read the MLP's widest
+    activations (4 x the stream) once more each way (measured at (32, 128, 512), one thread,
+    forward and backward: 10.2 ms apart, 6.4 ms fused). It keeps x and recomputes C(x)."""
 
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[no-untyped-def,override]
-        z, ss = call_compiled(_gelu_forward, x, eps)
-        ctx.save_for_backward(x, ss)
-        ctx.eps = eps
-        return z  # type: ignore[no-any-return]
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[no-untyped-def,override]
-        return call_compiled(_gelu_backward, g, *ctx.saved_tensors, ctx.eps), None
+    @classmethod
+    def apply(cls, x: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
+        return super().apply(x, eps, (_gelu_forward, _gelu_backward), True)  # type: ignore[no-any-return]
 
 
 def canonical_gelu(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
