@@ -55,6 +55,9 @@ def test_a_block_is_found_by_class_or_by_the_sub_config_it_keeps() -> None:
     assert _block(parent, None, "missing_config") is None
     parent.config.other_config = parent.other.config = object()  # two fields of one class (CLVP's encoders)
     assert _block(parent, _Block, "other_config") is parent.other  # the one keeping the field's config
+    # a block built from its config's fields, not the object: the outermost named after the config
+    assert _block(parent, None, "missing_config", "_BlockConfig") is parent.block
+    assert _block(parent, None, "missing_config", "_ElsewhereConfig") is None
 
 
 class _Prompted(nn.Module):
@@ -151,7 +154,7 @@ def test_a_sub_config_type_without_a_class_is_the_module_keeping_it() -> None:
 @pytest.mark.parametrize(("model_type", "why"), [
     ("sam3_geometry_encoder", "sam3's forward does not call its Sam3GeometryEncoder"),  # boxes need torchvision
     ("vibevoice_diffusion", "vibevoice's forward does not call its VibeVoiceDiffusionHead"),
-    ("idefics_perciever", "holds no module keeping its IdeficsPerceiverConfig"),
+    ("gemma4_unified_audio", "holds no module keeping its Gemma4UnifiedAudioConfig"),  # it embeds audio itself
 ])
 def test_a_block_its_parent_does_not_exercise_is_refused_with_the_reason(model_type: str, why: str) -> None:
     from unitcheck import hf
@@ -266,3 +269,22 @@ def test_a_parent_call_that_fails_is_said_in_the_builds_record() -> None:
     assert "as inkling_mm_model calls it" not in info[0].layout
     assert any(t.startswith("as its parent calls it: ") and "does not call its InklingAudioModel" in t
                for t in info[0].tried), info[0].tried
+
+
+@needs_hf
+def test_a_block_its_parents_default_leaves_out_is_built_with_the_parents_switch_on() -> None:
+    """IDEFICS builds its perceiver only with ``use_resampler`` on (off by default), from the
+    fields of its ``IdeficsPerceiverConfig`` (no module keeps the object): the type was refused
+    ("holds no module keeping its IdeficsPerceiverConfig"). The parent is built with its off
+    ``use_*`` switches on, one at a time, and the block is found by its class's name."""
+    from unitcheck import hf, oracle
+    from unitcheck.hf.parts import _switches
+
+    assert "use_resampler" in _switches("idefics")
+    info: list[hf.Built] = []
+    model, inputs = hf.build("idefics_perciever", device="cpu", info=info)
+    assert type(model).__name__ == "IdeficsPerceiverResampler"
+    assert info[0].layout.startswith("as idefics calls it") and info[0].layout.endswith("; use_resampler=True)")
+    assert inputs["context"].dim() == 3
+    res = oracle.verify(model, inputs)
+    assert res.checked > 20 and res.checked == res.agreed

@@ -158,17 +158,60 @@ def _prompted_call(model: nn.Module, inputs: dict[str, Any], block: nn.Module,
     return call, inputs, ""
 
 
-def _block(model: nn.Module, cls: type | None, field: str) -> nn.Module | None:
+def _block(model: nn.Module, cls: type | None, field: str, config: str = "") -> nn.Module | None:
     """The parent's block: of the modules of class ``cls``, the one keeping the parent's
     sub-config ``field`` itself (CLVP holds a ``ClvpEncoder`` under two fields), else the first;
     where the type names no class, the outermost module keeping that sub-config (IDEFICS's vision
-    tower keeps ``config.vision_config`` as its ``config``)."""
+    tower keeps ``config.vision_config`` as its ``config``), else the outermost whose class is
+    named after the config class ``config`` (IDEFICS's ``IdeficsPerceiverResampler``, built from
+    the fields of its ``IdeficsPerceiverConfig``, not the object)."""
     sub = getattr(getattr(model, "config", None), field, None)
     keeps = [m for m in model.modules() if sub is not None and getattr(m, "config", None) is sub]
     if cls is None:
-        return keeps[0] if keeps else None
+        prefix = config.removesuffix("Config")
+        named = [m for m in model.modules() if prefix and type(m).__name__.startswith(prefix)]
+        return keeps[0] if keeps else named[0] if named else None
     of_class = [m for m in model.modules() if type(m) is cls]
     return next((m for m in of_class if m in keeps), of_class[0] if of_class else None)
+
+
+def _switches(parent: str) -> list[str]:
+    """The parent's ``use_*`` switches its default config leaves off: a block one gates is built
+    only with it on (IDEFICS's perceiver, ``use_resampler``)."""
+    try:
+        cfg = CONFIG_MAPPING_CLS(parent)()
+    except Exception:  # noqa: BLE001 (a default config its own validators reject)
+        return []
+    return sorted(k for k, v in vars(cfg).items() if k.startswith("use_") and v is False)
+
+
+class _NoBlock(Exception):
+    """A parent that does not build, or holds no block: why, to say with the others'."""
+
+
+def _parent_holding(parent: str, field: str, cls: type | None, config: str, mapped: Mapping[str, Any],
+                    build: Callable[..., tuple[nn.Module, dict[str, Any]]], **kwargs: Any
+                    ) -> tuple[nn.Module, dict[str, Any], Any, nn.Module, str]:
+    """The parent built with the block: as its default config has it, else with the first of its
+    :func:`_switches` on that makes it hold one; its model, inputs, Built record, the block and
+    the switch said (``"; use_resampler=True"``). Raises :class:`_NoBlock` saying why not."""
+    heads: list[str] = []
+    for switch in (None, *_switches(parent)):
+        info: list[Any] = []
+        try:
+            model, inputs = build(parent, {**mapped, **({switch: True} if switch else {})}, info=info, **kwargs)
+        except OverrideError:
+            raise
+        except HFError as err:
+            if switch is None:
+                raise _NoBlock(f"{parent} does not build ({_short(err, 120)})") from None
+            continue
+        block = _block(model, cls, field, config)
+        if block is not None:
+            return model, inputs, info[0], block, f"; {switch}=True" if switch else ""
+        heads.append(info[0].head)
+    what = cls.__name__ if cls is not None else f"module keeping its {config}"
+    raise _NoBlock(f"{parent}'s {heads[0]} holds no {what}")
 
 
 def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], batch: int, seq: int, seed: int,
@@ -190,21 +233,14 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
     cls = _head_class(transformers, head) if head else None
     parents = _parents(model_type)
     config = CONFIG_MAPPING_CLS(model_type).__name__
-    what = cls.__name__ if cls is not None else f"module keeping its {config}"
     why: list[str] = []
     for parent, field in parents:
-        parent_info: list[Any] = []
         try:
-            model, inputs = build(parent, {f"{field}.{k}": v for k, v in overrides.items()}, batch=batch, seq=seq,
-                                  seed=seed, device="cpu", info=parent_info)
-        except OverrideError:
-            raise
-        except HFError as err:
-            why.append(f"{parent} does not build ({_short(err, 120)})")
-            continue
-        block = _block(model, cls, field)
-        if block is None:
-            why.append(f"{parent}'s {parent_info[0].head} holds no {what}")
+            model, inputs, parent_built, block, switched = _parent_holding(
+                parent, field, cls, config, {f"{field}.{k}": v for k, v in overrides.items()}, build, batch=batch,
+                seq=seq, seed=seed, device="cpu")
+        except _NoBlock as err:
+            why.append(str(err))
             continue
         try:
             with _quiet():
@@ -217,7 +253,7 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
                        else f"{parent}'s forward does not call its {type(block).__name__}")
             continue
         if info is not None:
-            info.append(made(parent_info[0], parent, block, given))
+            info.append(made(parent_built, parent, block, switched + given))
         if str(device) != "meta":  # on meta, inputs stay real, as every build's (a caller's to_meta keeps their values)
             call = tree_map_only(torch.Tensor, lambda t: t.to(device), call)
         return block.to(device), call
