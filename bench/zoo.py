@@ -90,13 +90,13 @@ def at_a_size_that_fits(built: tuple[Any, Any], prepare: Callable[[Any, Any], An
         fits(got)
         return got, ""
     except refusal as too_large:
-        first = too_large
+        first = last = too_large
     why = str(first).split(" (budget")[0]
     tries = [(hf.image_size_overrides(model.config, size), 2) for size in SMALLER_IMAGES] \
         if hasattr(model, "config") else []
     tries = [t for t in tries if t[0]]
     tries.append((tries[-1][0] if tries else {}, 1))
-    for i, (smaller, batch) in enumerate(tries):
+    for smaller, batch in tries:
         try:
             got = prepare(*build(smaller, batch))
         except refusal:
@@ -105,13 +105,12 @@ def at_a_size_that_fits(built: tuple[Any, Any], prepare: Callable[[Any, Any], An
             raise first from err
         try:
             fits(got)
-        except refusal:
-            if i == len(tries) - 1:
-                raise
+        except refusal as still:
+            last = still  # where none fits, the smallest size's refusal is the one said
             continue
         sets = " ".join([*(f"--set {k}={v}" for k, v in smaller.items()), *(["--set batch=1"] if batch == 1 else [])])
         return got, f"{sets} ({why} at the default size)"
-    raise AssertionError("unreachable: the last try raises or returns")
+    raise last
 
 
 def _noted(out: dict[str, Any], done: str, note: str) -> dict[str, Any]:

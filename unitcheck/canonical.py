@@ -211,13 +211,10 @@ def _gelu_forward(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tens
 def _gelu_backward(g: torch.Tensor, x: torch.Tensor, ss: torch.Tensor, eps: float) -> torch.Tensor:
     """C's backward of g gelu'(y), y = C(x) recomputed; gelu'(y) = Phi(y) + y phi(y) (the exact,
     erf form F.gelu computes by default)."""
-    d = x.size(-1)
-    r = _inverse_rms(ss, d, eps)
-    y = x * r
+    y = x * _inverse_rms(ss, x.size(-1), eps)
     cdf = 0.5 * (1.0 + torch.erf(y * (1.0 / math.sqrt(2.0))))
     pdf = torch.exp(-0.5 * y * y) * (1.0 / math.sqrt(2.0 * math.pi))
-    gy = g * (cdf + y * pdf)
-    return r * (gy - y * (_dot(gy, y) / d))
+    return _canonical_backward(g * (cdf + y * pdf), y, ss, eps)
 
 
 class _CanonicalGelu(_RowKernel):
@@ -235,12 +232,11 @@ def canonical_gelu(x: torch.Tensor, eps: float = CANONICAL_EPS) -> torch.Tensor:
     (C then gelu, marked as one call of this function, which code generation writes back, so a
     regenerated model trains with the same kernel); eager training runs one fused kernel each
     way."""
-    if _tracing():
-        with _marked("canonical_gelu"):
-            return F.gelu(canonical(x, eps))
-    if not (torch.is_grad_enabled() and x.requires_grad):
+    tracing = _tracing()
+    if not tracing and torch.is_grad_enabled() and x.requires_grad:
+        return _CanonicalGelu.apply(x, eps)  # type: ignore[no-any-return]
+    with _marked("canonical_gelu") if tracing else contextlib.nullcontext():
         return F.gelu(canonical(x, eps))
-    return _CanonicalGelu.apply(x, eps)  # type: ignore[no-any-return]
 
 
 class _Orthogonal(torch.autograd.Function):

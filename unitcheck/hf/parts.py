@@ -35,22 +35,27 @@ def _parents(model_type: str) -> list[tuple[str, str]]:
         if parent == model_type:
             continue
         try:
-            parent_cls = CONFIG_MAPPING_CLS(parent)
-            subs = getattr(parent_cls, "sub_configs", None) or {}
+            subs = getattr(CONFIG_MAPPING_CLS(parent), "sub_configs", None) or {}
         except Exception:  # noqa: BLE001 (a config class whose backend is missing)
             continue
         out += [(parent, field) for field, cls in subs.items()
-                if cls is wanted or cls.__name__ == "AutoConfig" and _default_holds(parent_cls, field, wanted)]
+                if cls is wanted or cls.__name__ == "AutoConfig" and _default_holds(parent, field, wanted)]
     return out
 
 
-def _default_holds(parent_cls: type, field: str, wanted: type) -> bool:
+@functools.cache
+def _default_config(model_type: str) -> Any:
+    """The type's default config, read only (None where its own validators reject it)."""
+    try:
+        return CONFIG_MAPPING_CLS(model_type)()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _default_holds(parent: str, field: str, wanted: type) -> bool:
     """Whether the parent's default config holds a ``wanted`` config under ``field``, which its
     class declares as any config (``AutoConfig``: Voxtral Realtime's text model)."""
-    try:
-        return type(getattr(parent_cls(), field, None)) is wanted
-    except Exception:  # noqa: BLE001 (a default config its own validators reject)
-        return False
+    return type(getattr(_default_config(parent), field, None)) is wanted
 
 
 def _recorded_call(model: nn.Module, inputs: Mapping[str, Any], block: nn.Module) -> dict[str, Any] | None:
@@ -121,9 +126,9 @@ def _documented_inputs(model: nn.Module, inputs: Mapping[str, Any], seed: int) -
     """The parent's optional inputs its docstring gives a shape the example fixes, each count it
     names (``num_boxes``) taken as one: the prompts a block is called with only when they are
     given (SAM calls its prompt encoder with tensors only where points, boxes or masks are)."""
-    declared = _declared(model)
     if not hasattr(model, "config"):  # sizes come from the parent's config
         return []
+    declared = _declared(model)
     g = torch.Generator().manual_seed(seed + 2)
     batch = next((int(v.shape[0]) for v in inputs.values() if isinstance(v, torch.Tensor) and v.dim() >= 1), 1)
     ids = inputs.get("input_ids")
@@ -178,11 +183,8 @@ def _block(model: nn.Module, cls: type | None, field: str, config: str = "") -> 
 def _switches(parent: str) -> list[str]:
     """The parent's ``use_*`` switches its default config leaves off: a block one gates is built
     only with it on (IDEFICS's perceiver, ``use_resampler``)."""
-    try:
-        cfg = CONFIG_MAPPING_CLS(parent)()
-    except Exception:  # noqa: BLE001 (a default config its own validators reject)
-        return []
-    return sorted(k for k, v in vars(cfg).items() if k.startswith("use_") and v is False)
+    cfg = _default_config(parent)
+    return sorted(k for k, v in vars(cfg).items() if k.startswith("use_") and v is False) if cfg is not None else []
 
 
 class _NoBlock(Exception):
@@ -220,9 +222,9 @@ def build_part(model_type: str, head: str | None, overrides: Mapping[str, Any], 
     """The block ``head`` (``module:Class``; None where the type names no class) as the first
     parent type that builds and calls it, and the inputs of that call. ``build`` builds the
     parent (``hf.build``, at ``batch`` and ``seq``); ``made(parent's Built, parent type, block,
-    what was added)`` makes the :class:`Built` record. The parent runs on the CPU, where the call has real values
-    (point labels, flags); the block moves to ``device`` after, and so do the inputs, except to
-    the meta device. A ``--set`` key the type's own config lacks is the user's error, said in the
+    what was added)`` makes the :class:`Built` record. The parent runs on the CPU, where the call
+    has real values (point labels, flags); the block moves to ``device`` after, and so do the
+    inputs, except to the meta device. A ``--set`` key the type's own config lacks is the user's error, said in the
     type's name before any parent is built."""
     import transformers
 
