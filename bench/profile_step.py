@@ -3,6 +3,7 @@ time per op, averaged per step, for two bundled models at the same size, and the
 (issue 17: what GCT's step costs over gpt's). Compiled kernels are summed under one row.
 
     python bench/profile_step.py [--models gpt gct:scalars=scaled] [--steps 6] [--rounds 2] [--top 12]
+                                 [--threads 1]
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads; self CPU time sums them")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     cfg = TrainConfig(n_layer=args.n_layer, n_embd=args.n_embd, seq_len=128, batch_size=32, precision="fp32")
     corpus = load_corpus("char")
     base, other = args.models
@@ -60,7 +62,7 @@ def main() -> None:
         b.update(op_times(other, cfg, corpus, args.steps))
     r = args.rounds
     total_a, total_b = sum(a.values()) / r, sum(b.values()) / r
-    print(f"{args.n_layer} layers, width {args.n_embd}, batch 32x128, one thread, {r} rounds x {args.steps} steps")
+    print(f"{args.n_layer} layers, width {args.n_embd}, batch 32x128, {args.threads} thread(s), {r} rounds x {args.steps} steps")
     print(f"self CPU ms/step: {base} {total_a:.1f}, {other} {total_b:.1f} ({total_b / total_a:.2f}x)")
     print(f"{'op':<52} {base[:10]:>10} {other[:10]:>10} {'diff':>8}")
     keys = sorted(set(a) | set(b), key=lambda k: -abs(b[k] - a[k]))[: args.top]

@@ -32,6 +32,24 @@ def test_a_gain_per_row_is_applied_in_cs_kernel(shape: tuple[int, ...]) -> None:
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
+def test_a_gain_is_per_row_exactly_where_broadcasting_keeps_the_rows() -> None:
+    """_per_row's plain-Python test agrees with broadcasting on every small shape: a gain per
+    row or per head is, one per feature or one that widens x is not."""
+    import itertools
+
+    from unitcheck.canonical import _per_row
+
+    x = torch.empty(3, 5, 7, 12)
+    rows = torch.Size((3, 5, 7, 1))
+    for n in range(6):
+        for shape in itertools.product((1, 3, 5, 7, 12, 2), repeat=n):
+            try:
+                expected = torch.broadcast_shapes(shape, rows) == rows
+            except RuntimeError:
+                expected = False
+            assert _per_row(torch.empty(shape), x) == expected, shape
+
+
 def test_gelu_of_c_is_one_function_with_the_exact_gradient() -> None:
     """GCT's MLP activation gelu(C(x)), fused: the exact gradient, the values of the two calls,
     and captures still see the two calls (C marked, gelu after it)."""
@@ -135,6 +153,28 @@ def test_residual_update_is_the_composition_forward_and_backward(alpha: torch.Te
         for kernel in (_update_forward, _update_backward):
             assert compiled._COMPILED[kernel] is not kernel  # the compiled kernels ran
     assert torch.autograd.gradcheck(residual_update, tuple(t.clone().requires_grad_() for t in leaves))
+
+
+def test_a_repeated_training_step_runs_the_update_on_kernels_of_its_own() -> None:
+    """The update's kernels run inside its autograd function, where a training loop calls them
+    with one signature every step: from the second step they run without Dynamo (see
+    unitcheck/compiled.py), with the same values as the first step's dynamic kernels."""
+    from unitcheck import compiled
+    from unitcheck.canonical import _update_backward, _update_forward, residual_update
+
+    h0, u0 = torch.randn(3, 7, 24), torch.randn(3, 7, 24)
+    results = []
+    for _ in range(3):
+        h, u = h0.clone().requires_grad_(), u0.clone().requires_grad_()
+        alpha = torch.tensor(0.4, requires_grad=True)
+        out = residual_update(h, u, alpha)
+        out.backward(torch.cos(torch.arange(out.numel(), dtype=out.dtype)).view_as(out))
+        results.append([out.detach(), h.grad, u.grad, alpha.grad])
+    for a, b in zip(results[0], results[-1], strict=True):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    if compiled._static_enabled() and compiled._compiled(_update_forward) is not _update_forward:
+        for kernel in (_update_forward, _update_backward):
+            assert any(k[0] is kernel and v is not None for k, v in compiled._STATIC.items())
 
 
 def test_residual_update_keeps_three_activations_for_its_backward() -> None:

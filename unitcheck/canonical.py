@@ -120,12 +120,12 @@ class _ScaledCanonical(torch.autograd.Function):
 
 
 def _per_row(gain: torch.Tensor, x: torch.Tensor) -> bool:
-    """A gain constant over the last axis that scales rows of x without broadcasting x wider."""
-    rows = torch.Size((*x.shape[:-1], 1))
-    try:
-        return torch.broadcast_shapes(gain.shape, rows) == rows
-    except RuntimeError:  # not broadcastable at all
+    """A gain constant over the last axis that scales rows of x without broadcasting x wider
+    (plain Python: ``torch.broadcast_shapes`` cost more than C's kernel call at a small size)."""
+    g, rows = gain.shape, (*x.shape[:-1], 1)
+    if len(g) > len(rows):
         return False
+    return all(a == 1 or a == b for a, b in zip(reversed(g), reversed(rows)))
 
 
 def _tracing() -> bool:

@@ -1,23 +1,47 @@
 """Optional ``torch.compile`` for the library's elementwise kernels (the NVFP4 quantiser, GCT's
 canonicaliser): one fused kernel instead of a pass over memory per operation.
 
-On by default; ``UNITCHECK_COMPILE=0`` runs every kernel eagerly, and so does a platform without a
+A kernel is first compiled once for any shape (``dynamic=True``) and called through Dynamo.
+Dynamo's frame evaluation and guards cost about as much as a small kernel itself (GCT makes 48
+such calls a training step: 5 ms of a 12 ms step at a tiny size), so a call whose exact
+signature (shapes, strides, dtypes, the constants) comes again, as it does every step of a
+training loop, gets a kernel of its own, compiled for that signature ahead of time and called
+directly, without Dynamo (``torch._inductor.standalone_compile``). Only the signature is
+checked, which the static kernel is valid for by construction.
+
+On by default; ``UNITCHECK_COMPILE=dynamic`` keeps every call on the dynamic kernel (the
+comparison in docs/benchmarks.md), ``UNITCHECK_COMPILE=0`` runs every kernel eagerly, and so does a platform without a
 compiler or a backend that fails once (the eager function computes the same values, so a failure
-costs speed, never results).
+costs speed, never results). A static kernel that fails to compile leaves its signature on the
+dynamic kernel.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import torch
 
-__all__ = ["call_compiled", "compile_enabled"]
+__all__ = ["call_compiled", "compile_enabled", "reset"]
 
 _COMPILED: dict[Callable[..., Any], Callable[..., Any]] = {}
+"""Each function's dynamic kernel (the function itself once it runs eagerly)."""
+
+_STATIC: dict[tuple[Callable[..., Any], Hashable], Callable[..., Any] | None] = {}
+"""Kernels compiled for one signature; None where the signature stays on the dynamic kernel."""
+
+_SEEN: dict[tuple[Callable[..., Any], Hashable], int] = {}
+
+_HOT = 2
+"""Calls of one signature before it gets its own kernel: a one-off call (a test, a capture)
+costs no second compilation; a training loop's every step after the first is direct."""
+
+_PER_FUNCTION = 16
+"""Static kernels per function at most: beyond, new signatures (inference over many sequence
+lengths) share the dynamic kernel rather than compile each."""
 
 
 # every kernel keeps a parallel loop, left to OpenMP at run time: with symbolic sizes inductor
@@ -30,6 +54,18 @@ def compile_enabled() -> bool:
     return os.environ.get("UNITCHECK_COMPILE", "1") != "0"
 
 
+def _static_enabled() -> bool:
+    """Off with UNITCHECK_COMPILE=dynamic (or 0, where nothing is compiled)."""
+    return os.environ.get("UNITCHECK_COMPILE", "1") not in ("dynamic", "0")
+
+
+def reset() -> None:
+    """Forget every compiled kernel (tests; a changed compiler setting)."""
+    _COMPILED.clear()
+    _STATIC.clear()
+    _SEEN.clear()
+
+
 def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     if fn not in _COMPILED:
         _COMPILED[fn] = fn
@@ -39,10 +75,90 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _COMPILED[fn]
 
 
+def _signature(args: tuple[Any, ...]) -> Hashable | None:
+    """What a static kernel is valid for: each plain tensor's shape, strides, dtype, device and
+    alignment, every other argument's value; None where a static kernel must not serve (a
+    tensor subclass, an unhashable argument, a call that autograd would record)."""
+    out: list[Hashable] = []
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if type(a) not in (torch.Tensor, torch.nn.Parameter) or (grad and a.requires_grad):
+                return None
+            out.append((a.shape, a.stride(), a.dtype, a.device, a.storage_offset() % 16))
+        else:
+            try:
+                hash(a)
+            except TypeError:
+                return None
+            out.append((type(a), a))
+    return tuple(out)
+
+
+def _static_kernel(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., Any]:
+    """``fn`` compiled for the shapes of ``args``, its tensors as the only inputs (the other
+    arguments are constants of the kernel); it returns what ``fn`` returns."""
+    from torch._inductor import standalone_compile
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    single: list[bool] = []
+
+    def flat(*tensors: torch.Tensor) -> Any:
+        full = list(args)
+        for i, t in zip(where, tensors, strict=True):
+            full[i] = t
+        out = fn(*full)
+        single.append(isinstance(out, torch.Tensor))
+        return out
+
+    inputs = [args[i] for i in where]
+    with torch.no_grad():
+        graph = make_fx(flat, tracing_mode="fake")(*inputs)
+        kernel = standalone_compile(graph, inputs, dynamic_shapes="from_example_inputs",
+                                    options={"config_patches": _OPTIONS})
+
+    def run(*call_args: Any) -> Any:
+        out = kernel(*[call_args[i] for i in where])
+        if single[0]:  # a graph returning one tensor may come back bare or in a list
+            return out if isinstance(out, torch.Tensor) else out[0]
+        return tuple(out)
+
+    return run
+
+
+def _static(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., Any] | None:
+    """The static kernel for this call's signature, compiled on its ``_HOT``-th call; None while
+    the dynamic kernel serves it."""
+    sig = _signature(args)
+    if sig is None:
+        return None
+    key = (fn, sig)
+    if key in _STATIC:
+        return _STATIC[key]
+    if not _static_enabled():  # read here, not on every call: a kernel once made stays
+        return None
+    if len(_SEEN) > 4096:  # one-off signatures by the thousand: start counting afresh
+        _SEEN.clear()
+    _SEEN[key] = seen = _SEEN.get(key, 0) + 1
+    if seen < _HOT:
+        return None
+    kernel = None
+    if sum(k[0] is fn and v is not None for k, v in _STATIC.items()) < _PER_FUNCTION:
+        with contextlib.suppress(Exception):  # a graph the AOT path refuses: Dynamo's kernel serves
+            kernel = _static_kernel(fn, args)
+    _STATIC[key] = kernel
+    _SEEN.pop(key, None)
+    return kernel
+
+
 def call_compiled(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` through its compiled kernel; eager from now on if the backend fails."""
     try:
-        return _compiled(fn)(*args)
+        kernel = _compiled(fn)
+        if kernel is not fn:
+            kernel = _static(fn, args) or kernel
+        return kernel(*args)
     except Exception:
         _COMPILED[fn] = fn
         return fn(*args)
