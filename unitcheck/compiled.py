@@ -1,19 +1,21 @@
 """Optional ``torch.compile`` for the library's elementwise kernels (the NVFP4 quantiser, GCT's
 canonicaliser): one fused kernel instead of a pass over memory per operation.
 
-A kernel is first compiled once for any shape (``dynamic=True``) and called through Dynamo.
-Dynamo's frame evaluation and guards cost about as much as a small kernel itself (GCT makes 48
-such calls a training step: 5 ms of a 12 ms step at a tiny size), so a call whose exact
-signature (shapes, strides, dtypes, the constants) comes again, as it does every step of a
-training loop, gets a kernel of its own, compiled for that signature ahead of time and called
-directly, without Dynamo (``torch._inductor.standalone_compile``). Only the signature is
-checked, which the static kernel is valid for by construction.
+Each call signature (shapes, strides, dtypes, the constants) gets a kernel of its own, compiled
+ahead of time on its first call and called directly, without Dynamo
+(``torch._inductor.standalone_compile``): Dynamo's frame evaluation and guards cost about as much
+as a small kernel itself (GCT makes 48 such calls a training step: 5 ms of a 12 ms step at a tiny
+size). Only the signature is checked, which the kernel is valid for by construction. One kernel
+per signature, from the first call, also keeps results a function of the inputs alone: a kernel
+compiled for symbolic sizes rounds otherwise in the last bits, so a second call must not switch
+kernels (the null rewrite is checked bit for bit against the original). Calls a static kernel
+cannot serve (autograd recording them, tensor subclasses, a graph the AOT path refuses) go
+through one kernel compiled for any shape (``torch.compile(dynamic=True)``).
 
-On by default; ``UNITCHECK_COMPILE=dynamic`` keeps every call on the dynamic kernel (the
-comparison in docs/benchmarks.md), ``UNITCHECK_COMPILE=0`` runs every kernel eagerly, and so does a platform without a
-compiler or a backend that fails once (the eager function computes the same values, so a failure
-costs speed, never results). A static kernel that fails to compile leaves its signature on the
-dynamic kernel.
+On by default; ``UNITCHECK_COMPILE=dynamic`` sends every call through the dynamic kernel (the
+comparison in docs/benchmarks.md), ``UNITCHECK_COMPILE=0`` runs every kernel eagerly, and so does
+a platform without a compiler or a backend that fails once (the eager function computes the same
+values, so a failure costs speed, never results).
 """
 
 from __future__ import annotations
@@ -31,17 +33,11 @@ _COMPILED: dict[Callable[..., Any], Callable[..., Any]] = {}
 """Each function's dynamic kernel (the function itself once it runs eagerly)."""
 
 _STATIC: dict[tuple[Callable[..., Any], Hashable], Callable[..., Any] | None] = {}
-"""Kernels compiled for one signature; None where the signature stays on the dynamic kernel."""
+"""Kernels compiled for one signature; None where the dynamic kernel serves the signature."""
 
-_SEEN: dict[tuple[Callable[..., Any], Hashable], int] = {}
-
-_HOT = 2
-"""Calls of one signature before it gets its own kernel: a one-off call (a test, a capture)
-costs no second compilation; a training loop's every step after the first is direct."""
-
-_PER_FUNCTION = 16
-"""Static kernels per function at most: beyond, new signatures (inference over many sequence
-lengths) share the dynamic kernel rather than compile each."""
+_LIMIT = 1024
+"""Static kernels kept at most, the oldest dropped first: one dropped and needed again is
+compiled again from inductor's cache, the same code, so results do not depend on the order."""
 
 
 # every kernel keeps a parallel loop, left to OpenMP at run time: with symbolic sizes inductor
@@ -63,7 +59,6 @@ def reset() -> None:
     """Forget every compiled kernel (tests; a changed compiler setting)."""
     _COMPILED.clear()
     _STATIC.clear()
-    _SEEN.clear()
 
 
 def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,27 +123,21 @@ def _static_kernel(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..
 
 
 def _static(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., Any] | None:
-    """The static kernel for this call's signature, compiled on its ``_HOT``-th call; None while
-    the dynamic kernel serves it."""
+    """The kernel for this call's signature, compiled on its first call; None where the dynamic
+    kernel serves it."""
     sig = _signature(args)
     if sig is None:
         return None
     key = (fn, sig)
     if key in _STATIC:
         return _STATIC[key]
-    if not _static_enabled():  # read here, not on every call: a kernel once made stays
-        return None
-    if len(_SEEN) > 4096:  # one-off signatures by the thousand: start counting afresh
-        _SEEN.clear()
-    _SEEN[key] = seen = _SEEN.get(key, 0) + 1
-    if seen < _HOT:
-        return None
     kernel = None
-    if sum(k[0] is fn and v is not None for k, v in _STATIC.items()) < _PER_FUNCTION:
+    if _static_enabled():  # read here, not on every call: a kernel once made stays
         with contextlib.suppress(Exception):  # a graph the AOT path refuses: Dynamo's kernel serves
             kernel = _static_kernel(fn, args)
+    if len(_STATIC) >= _LIMIT:
+        _STATIC.pop(next(iter(_STATIC)))
     _STATIC[key] = kernel
-    _SEEN.pop(key, None)
     return kernel
 
 
