@@ -282,8 +282,9 @@ def fake_quantize_fast(
     x: torch.Tensor, *, block_2d: bool = False, per_tensor: bool = True, stochastic: bool = False,
     hadamard_transform: bool = False, axis: int = -1, amax: float = 1.0,
 ) -> torch.Tensor:
-    """``fake_quantize`` through ``torch.compile`` (one fused kernel per block layout, dynamic
-    shapes; ``UNITCHECK_COMPILE=0`` or a compile failure runs it eagerly).
+    """``fake_quantize`` through compiled kernels (fused, one per block layout and call
+    signature, see unitcheck/compiled.py; ``UNITCHECK_COMPILE=0`` or a compile failure runs it
+    eagerly).
 
     ``axis=0`` quantises 2-D ``x`` in 16-element blocks down its columns, as wgrad needs for its
     token-dimension reduction, without a transposed copy. Stochastic rounding draws counter-based
