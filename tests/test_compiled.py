@@ -167,3 +167,28 @@ def test_unitcheck_compile_dynamic_keeps_every_call_on_dynamo(fresh_kernels, mon
     for _ in range(3):
         compiled.call_compiled(_scaled_rows, x, w, 1e-6)
     assert len(calls) == 3 and not any(compiled._STATIC.values())
+
+
+def test_autocast_and_nan_constants_keep_the_dynamic_kernel(fresh_kernels) -> None:  # type: ignore[no-untyped-def]
+    """A trace under autocast would bake its casts into a kernel that a call outside autocast
+    could then reuse; a NaN constant never finds its own key. Both stay on Dynamo's kernel,
+    which guards on them."""
+    _needs_compiler()
+    calls = _counting_dynamic_kernel(_scaled_rows)
+    x, w = torch.randn(2, 8), torch.ones(2, 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        compiled.call_compiled(_scaled_rows, x, w, 1e-6)
+    y, _ = compiled.call_compiled(_scaled_rows, x, w, float("nan"))
+    assert torch.isnan(y).all()
+    assert len(calls) == 2 and not compiled._STATIC
+
+
+def test_a_call_under_vmap_keeps_the_dynamic_kernel(fresh_kernels) -> None:  # type: ignore[no-untyped-def]
+    """vmap's batched tensors are plain tensors by type; a kernel compiled for one sample's
+    shape must not see them."""
+    _needs_compiler()
+    x, w = torch.randn(3, 5, 8), torch.rand(3, 1)
+    y, _ = torch.func.vmap(lambda t: compiled.call_compiled(_scaled_rows, t, w, 1e-6), in_dims=1)(x)
+    expected, _ = torch.func.vmap(lambda t: _scaled_rows(t, w, 1e-6), in_dims=1)(x)
+    assert torch.allclose(y, expected, rtol=1e-5, atol=1e-6)
+    assert not compiled._STATIC

@@ -73,18 +73,24 @@ def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _signature(args: tuple[Any, ...]) -> Hashable | None:
     """What a static kernel is valid for: each plain tensor's shape, strides, dtype, device and
     alignment, every other argument's value; None where a static kernel must not serve (a
-    tensor subclass, an unhashable argument, a call that autograd would record)."""
+    tensor subclass, an unhashable or NaN argument, a call that autograd would record, autocast
+    on: the trace would bake in its casts, which Dynamo's kernel guards on)."""
+    if torch._C._is_any_autocast_enabled():
+        return None
     out: list[Hashable] = []
     grad = torch.is_grad_enabled()
     for a in args:
         if isinstance(a, torch.Tensor):
-            if type(a) not in (torch.Tensor, torch.nn.Parameter) or (grad and a.requires_grad):
+            if (type(a) not in (torch.Tensor, torch.nn.Parameter) or (grad and a.requires_grad)
+                    or torch._C._functorch.is_functorch_wrapped_tensor(a)):  # vmap's and grad's wrappers
                 return None
             out.append((a.shape, a.stride(), a.dtype, a.device, a.storage_offset() % 16))
         else:
             try:
                 hash(a)
             except TypeError:
+                return None
+            if a != a:  # NaN: never equal to itself, so a key with it would never be found
                 return None
             out.append((type(a), a))
     return tuple(out)
