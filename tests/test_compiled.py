@@ -192,3 +192,19 @@ def test_a_call_under_vmap_keeps_the_dynamic_kernel(fresh_kernels) -> None:  # t
     expected, _ = torch.func.vmap(lambda t: _scaled_rows(t, w, 1e-6), in_dims=1)(x)
     assert torch.allclose(y, expected, rtol=1e-5, atol=1e-6)
     assert not compiled._STATIC
+
+
+def test_a_static_kernel_keeps_no_reference_to_the_tensors_it_was_compiled_on(fresh_kernels) -> None:  # type: ignore[no-untyped-def]
+    """Up to 1024 kernels are kept: one holding its first call's activations would hold them
+    for the process's life."""
+    import gc
+    import weakref
+
+    _needs_compiler()
+    x, w = torch.randn(64, 256), torch.ones(64, 1)
+    refs = [weakref.ref(x), weakref.ref(w)]
+    compiled.call_compiled(_scaled_rows, x, w, 1e-6)
+    assert any(v is not None for v in compiled._STATIC.values())
+    del x, w
+    gc.collect()
+    assert all(r() is None for r in refs)
