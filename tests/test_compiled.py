@@ -144,13 +144,13 @@ def test_static_kernels_are_bounded_and_a_dropped_one_comes_back_the_same(fresh_
     assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])
 
 
+def _refused(fn, args):  # type: ignore[no-untyped-def]
+    raise RuntimeError("AOT compilation refused")
+
+
 def test_a_static_kernel_that_fails_to_compile_leaves_the_dynamic_one(fresh_kernels, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     _needs_compiler()
-
-    def refuse(fn, args):  # type: ignore[no-untyped-def]
-        raise RuntimeError("AOT compilation refused")
-
-    monkeypatch.setattr(compiled, "_static_kernel", refuse)
+    monkeypatch.setattr(compiled, "_static_kernel", _refused)
     calls = _counting_dynamic_kernel(_scaled_rows)
     x, w = torch.randn(2, 8), torch.ones(2, 1)
     for _ in range(3):
@@ -208,3 +208,20 @@ def test_a_static_kernel_keeps_no_reference_to_the_tensors_it_was_compiled_on(fr
     del x, w
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_a_failing_backend_falls_back_to_eager(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    def broken(fn, **kw):  # type: ignore[no-untyped-def]
+        def run(*args):  # type: ignore[no-untyped-def]
+            raise RuntimeError("backend failed")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(compiled, "_static_kernel", _refused)
+    monkeypatch.setenv("UNITCHECK_COMPILE", "1")
+    assert torch.equal(compiled.call_compiled(_triple, torch.ones(3)), torch.full((3,), 3.0))
+    assert compiled._COMPILED[_triple] is _triple  # eager from now on
+
+
+def _triple(x: torch.Tensor) -> torch.Tensor:
+    return 3 * x

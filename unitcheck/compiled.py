@@ -51,8 +51,8 @@ def compile_enabled() -> bool:
 
 
 def _static_enabled() -> bool:
-    """Off with UNITCHECK_COMPILE=dynamic (or 0, where nothing is compiled)."""
-    return os.environ.get("UNITCHECK_COMPILE", "1") not in ("dynamic", "0")
+    """Off with UNITCHECK_COMPILE=dynamic (and with 0, where nothing is compiled)."""
+    return compile_enabled() and os.environ.get("UNITCHECK_COMPILE") != "dynamic"
 
 
 def reset() -> None:
@@ -103,15 +103,16 @@ def _static_kernel(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..
     from torch.fx.experimental.proxy_tensor import make_fx
 
     where = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-    single: list[bool] = []
+    single = False
 
-    def flat(*tensors: torch.Tensor) -> Any:
+    def flat(*tensors: torch.Tensor) -> tuple[Any, ...]:  # always a tuple: the kernel returns a list
+        nonlocal single
         full = list(args)
         for i, t in zip(where, tensors, strict=True):
             full[i] = t
         out = fn(*full)
-        single.append(isinstance(out, torch.Tensor))
-        return out
+        single = isinstance(out, torch.Tensor)
+        return (out,) if single else tuple(out)
 
     inputs = [args[i] for i in where]
     with torch.no_grad():
@@ -121,9 +122,7 @@ def _static_kernel(fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..
 
     def run(*call_args: Any) -> Any:
         out = kernel(*[call_args[i] for i in where])
-        if single[0]:  # a graph returning one tensor may come back bare or in a list
-            return out if isinstance(out, torch.Tensor) else out[0]
-        return tuple(out)
+        return out[0] if single else tuple(out)
 
     return run
 
