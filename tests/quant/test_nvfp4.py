@@ -169,6 +169,36 @@ def test_compiled_path_equals_the_eager_reference_in_every_layout(per_tensor: bo
                        fake_quantize(x.t().contiguous(), per_tensor=per_tensor).t())
 
 
+def _signed_zeros(seed: int) -> torch.Tensor:
+    """Values whose signs outlive rounding to zero: negative zeros and negatives too small for
+    their block's scale, beside ordinary values and ties."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 64, generator=g)
+    x[::3, ::5] = -0.0
+    x[1::4, ::7] = -1e-6
+    x[2::5, 3::6] = torch.tensor([0.25, -0.75, 1.25, -2.5, 3.5, -5.0]).repeat(11)[: x[2::5, 3::6].shape[1]] / 3
+    x[:, ::16] = 2.0
+    return x
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_compiled_rounding_keeps_every_bit_of_the_eager_reference(axis: int) -> None:
+    x = _signed_zeros(8)
+    fast = fake_quantize_fast(x, axis=axis)
+    ref = fake_quantize(x) if axis == -1 else fake_quantize(x.t().contiguous()).t()
+    assert bool((ref == 0).any() & torch.signbit(ref).any())  # the data has negative zeros to keep
+    assert torch.equal(fast.view(torch.int32), ref.contiguous().view(torch.int32))  # -0.0 is not 0.0 here
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_compiled_stochastic_rounding_keeps_the_sign_of_every_value(axis: int) -> None:
+    x = _signed_zeros(9)
+    torch.manual_seed(10)
+    out = fake_quantize_fast(x, stochastic=True, axis=axis)
+    assert bool(((out == 0) & torch.signbit(out)).any())  # some negatives rounded to -0.0
+    assert torch.equal(torch.signbit(out), torch.signbit(x))
+
+
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_compiled_stochastic_rounding_is_unbiased(axis: int) -> None:
     g = torch.Generator().manual_seed(5)
