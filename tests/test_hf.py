@@ -629,6 +629,20 @@ def test_reshape_candidates_come_only_from_inputs_the_message_shows() -> None:
         ("pixel_values", (2, 3, 448, 448))]
 
 
+def test_a_projection_reading_pooled_rows_remakes_the_one_input_as_wide() -> None:
+    """Molmo2's adapter pools its patch features into one query per token before a projection
+    reads them ("[2, 64] X [128, 64]": two tokens, no input of two rows): the one floating input
+    as wide as the operand is remade as wide as the projection reads. With two such inputs the
+    message does not say which, and nothing is guessed."""
+    from unitcheck.hf.shapes import _reshaped
+
+    why = "a and b must have same reduction dim, but got [2, 64] X [128, 64]."
+    idx = torch.zeros(2, 16, dtype=torch.long)
+    assert _reshaped(why, {"image_features": torch.zeros(2, 16, 64), "idx": idx}) == [("image_features", (2, 16, 128))]
+    assert _reshaped(why, {"a": torch.zeros(2, 16, 64), "b": torch.zeros(2, 8, 64), "idx": idx}) == []
+    assert _reshaped(why, {"x": torch.zeros(2, 64), "y": torch.zeros(2, 16, 64)}) == [("x", (2, 128))]  # x is it
+
+
 def test_a_projection_between_two_layers_gets_the_width_the_first_makes() -> None:
     """Llama 4's vision projector reads ``intermediate_size`` features from a pixel shuffle that
     makes ``hidden_size / ratio**2`` of them, a tie its default config (and any shrink) breaks:
@@ -855,6 +869,20 @@ def test_ids_made_for_a_table_the_config_sizes_stay_in_it() -> None:
     assert int(inputs["aspect_ratio_ids"].max()) <= 8 and inputs["aspect_ratio_ids"].shape == ids.shape
     assert int(inputs["label_ids"].max()) < 3
     assert torch.equal(inputs["decoder_input_ids"], ids)  # text ids: the text's range
+
+
+def test_an_argument_named_idx_is_an_index() -> None:
+    """Molmo2's adapter requires ``pooled_patches_idx`` (indices into the patches): ``_idx`` is an
+    index suffix like ``_ids``, and float features there failed every run ("tensors used as
+    indices must be long")."""
+    from unitcheck.hf.inputs import _by_name
+
+    ids = torch.arange(100, 132).reshape(2, 16)
+    inputs: dict[str, Any] = {}
+    _by_name(SimpleNamespace(hidden_size=64), inputs, {"pooled_patches_idx", "hidden_states"}, ids, 2,
+             torch.Generator())
+    assert inputs["pooled_patches_idx"].dtype == torch.long and inputs["pooled_patches_idx"].shape == ids.shape
+    assert inputs["hidden_states"].is_floating_point()  # the other argument stays features
 
 
 @needs_hf

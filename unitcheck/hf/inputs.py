@@ -248,7 +248,7 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = kinds
         elif name.endswith("type_ids"):  # a type or segment index into a small table (token_type_ids'): the first
             inputs[name] = torch.zeros_like(ids)
-        elif "ids" in name or "index" in name or "indices" in name or name in ("tokens", "input") or \
+        elif "ids" in name or name.endswith("_idx") or "index" in name or "indices" in name or name in ("tokens", "input") or \
                 name.endswith("_inputs"):  # OneFormer's task_inputs: a (batch, sequence) row per example
             rows = _table_rows(cfg, name)
             inputs[name] = ids.clone() if rows is None else ids % rows
@@ -266,7 +266,7 @@ def _by_name(cfg: Any, inputs: dict[str, Any], required: set[str], ids: torch.Te
             inputs[name] = _features(name, declared, (batch, seq, width), cfg, inputs, g)
 
 
-_INDEX_SUFFIX = re.compile(r"_(ids|id|index|indices)$")
+_INDEX_SUFFIX = re.compile(r"_(ids|id|idx|index|indices)$")
 
 
 def _table_rows(cfg: Any, name: str) -> int | None:

@@ -204,7 +204,13 @@ def _reshaped(why: str, inputs: Mapping[str, Any], cfg: Any = None) -> list[tupl
     if said:
         rows, have, want = said
         tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2}
-        for name, v in [(k, v) for k, v in tensors.items() if v.shape[-1] == have and v.numel() == rows * have]:
+        shown = [(k, v) for k, v in tensors.items() if v.shape[-1] == have and v.numel() == rows * have]
+        wide = [(k, v) for k, v in tensors.items() if v.shape[-1] == have and v.is_floating_point()]
+        if not shown and len(wide) == 1:
+            # no input is the operand itself, but one alone is as wide: its rows gathered or
+            # pooled first (Molmo2's adapter pools patch features into one query per token)
+            out.append((wide[0][0], (*wide[0][1].shape[:-1], want)))
+        for name, v in shown:
             out.append((name, (*v.shape[:-1], want)))
             if v.dim() == 3:  # one vector per example (PI0's robot state), not one per position
                 out.append((name, (v.shape[0], want)))
