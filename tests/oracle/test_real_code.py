@@ -1056,11 +1056,30 @@ class BetaTime(nn.Module):
         return F.cross_entropy(self.head(x) * t[:, None], y)
 
 
+def test_a_draw_without_a_derivative_is_taken_as_given() -> None:
+    """Autograd has no derivative for the Beta draw (aten::_sample_dirichlet), and the trace does
+    not keep the no_grad that ``sample`` runs under: the oracle takes the value drawn as given,
+    as the model does, and measures every gradient through the rest (it refused PI0 and PI0.5)."""
+    res = oracle.verify(BetaTime(), (torch.randn(5, 4), torch.randint(0, 3, (5,))), with_fingerprint=True)
+    assert res.ok, [str(d) for d in res.disagreements]
+    rows = {r.generator: r for r in res.fingerprint or []}
+    assert rows["p:head.weight"].match and rows["in:x"].match
+
+
 def test_an_op_without_a_derivative_is_a_one_line_refusal() -> None:
-    """Autograd has no derivative for the Beta draw (aten::_sample_dirichlet): the gradients
-    cannot be measured, which the oracle says (an OracleError, exit 2), not an internal error."""
-    with pytest.raises(oracle.OracleError, match="gradients cannot be measured.*_sample_dirichlet"):
-        oracle.verify(BetaTime(), (torch.randn(5, 4), torch.randint(0, 3, (5,))), with_fingerprint=True)
+    """An op outside the draws autograd cannot differentiate either: the gradients cannot be
+    measured, which the oracle says (an OracleError, exit 2), not an internal error."""
+
+    class NoDerivative(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(self.head(x) * torch.special.zeta(x, torch.full_like(x, 2.0)).sum(), y)
+
+    with pytest.raises(oracle.OracleError, match="gradients cannot be measured.*zeta"):
+        oracle.verify(NoDerivative(), (torch.rand(5, 4) + 2, torch.randint(0, 3, (5,))), with_fingerprint=True)
 
 
 class _OldWeightNorm(nn.Module):

@@ -292,6 +292,12 @@ class RunFailed(RuntimeError):
         self.node = node
 
 
+# random draws autograd has no derivative for: the value drawn is taken as given, as
+# ``Distribution.sample`` takes it (under no_grad; PI0's flow-matching time from a Beta, whose
+# no_grad a trace does not keep), so gradients are measured through everything else
+_DRAWS = frozenset({torch.ops.aten._sample_dirichlet.default, torch.ops.aten.binomial.default})
+
+
 class ScaledInterpreter(fx.Interpreter):
     """Runs a traced graph on given leaf values, floors rescaled by ``floor_factor``; with
     ``high=True`` (oracle runs) every cast stays at float64 and the nodes where a recorded
@@ -331,6 +337,9 @@ class ScaledInterpreter(fx.Interpreter):
             if raised:
                 self.raised.append(n.name)
         try:
+            if n.target in _DRAWS:
+                with torch.no_grad():
+                    return call_node(self.module, n, args, kwargs, self.high)  # type: ignore[arg-type]
             return call_node(self.module, n, args, kwargs, self.high)  # type: ignore[arg-type]
         except RunFailed:
             raise
@@ -394,7 +403,7 @@ def run_with_grads(
     except RuntimeError as err:
         if "derivative for" not in str(err):
             raise
-        # an op autograd cannot differentiate (PI0's Beta draw, aten::_sample_dirichlet): no
+        # an op autograd cannot differentiate, other than the draws taken as given (_DRAWS): no
         # gradient unit and no fingerprint can be measured through it
         raise OracleError(f"the gradients cannot be measured: {str(err).splitlines()[0]}") from None
     return GradRun(env, {n: g for n, g in zip(nodes, grads) if g is not None}, obj, interp.raised)
