@@ -202,6 +202,20 @@ def test_an_unrolled_decoding_loop_is_shrunk() -> None:
 
 
 @needs_hf
+def test_a_stack_counted_in_stages_keeps_its_stage_lists_together() -> None:
+    """Swin2SR's six residual groups are its layer count (``num_layers`` is ``len(depths)``): its
+    head counts were cut to two stages and not shrunk while its depths kept six, and every small
+    plan failed ("hidden size (64) is not a multiple of the number of attention heads (6)"), so
+    the oracle met the default model (30.9 GiB). The stages kept are kept in every list."""
+    from unitcheck.hf import SMALL_DEFAULTS, make_config
+
+    cfg = make_config("swin2sr")
+    assert len(cfg.depths) == len(cfg.num_heads) == cfg.num_layers <= SMALL_DEFAULTS["layers"]
+    assert all(d <= 2 for d in cfg.depths) and all(cfg.embed_dim % h == 0 for h in cfg.num_heads)
+    assert cfg.embed_dim < 180
+
+
+@needs_hf
 def test_list_valued_fields_and_per_layer_kinds() -> None:
     from unitcheck.hf import make_config
 

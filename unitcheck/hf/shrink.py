@@ -353,6 +353,13 @@ def _set_by_parent(cfg: Any, out: Mapping[str, Any], subs: Mapping[str, Any]) ->
     return kept
 
 
+def _heads_list(value: Any) -> Any:
+    """Per-stage head counts in the proportions they had, as powers of two up to 8 (Swin's 3,
+    6, 12, 24 become 1, 2, 4, 8), so each divides its stage's shrunk width."""
+    base = min(value)
+    return type(value)(_pow2_at_most(max(1, x // base), 8) for x in value)
+
+
 def _equal(a: Any, b: Any) -> bool:
     try:
         return bool(a == b)
@@ -569,11 +576,18 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
                 w in low for w in ("feat", "conv", "extract", "nextn", "mtp", "dense", "adapter", "pos", "upsampl", "resid")))
         ):
             return SMALL_DEFAULTS["layers"]
+        cut = keep is not None and layer is not None and len(value) == layer[1] >= 5 if isinstance(value, (list, tuple, str)) else False
+        # a stack counted in stages (Swin2SR's six residual groups: ``num_layers`` is ``len(depths)``):
+        # every per-stage list keeps the same stages, its depths included, and its heads shrink as
+        # a heads list does (cut alone, the six depths beside two head counts failed every build)
+        staged = layer is not None and any(_int_list(v := values.get(k)) and len(v) == layer[1] for k in _LAYER_LISTS)
         if low in _LAYER_LISTS and _int_list(value):
-            return type(value)(min(x, SMALL_DEFAULTS["layers"]) for x in value)
-        if keep is not None and layer and (isinstance(value, (list, tuple)) or _layer_pattern(value)) \
-                and len(value) == layer[1] and layer[1] >= 5:
+            kept = [value[i] for i in keep] if cut and staged and keep is not None else list(value)
+            return type(value)(min(x, SMALL_DEFAULTS["layers"]) for x in kept)
+        if cut and keep is not None and (isinstance(value, (list, tuple)) or _layer_pattern(value)):
             picked = [value[i] for i in keep]
+            if staged and plan.widths and low.endswith("heads") and _int_list(picked):
+                return _heads_list(type(value)(picked))
             return "".join(picked) if isinstance(value, str) else type(value)(picked)
         if keep is not None and layer and _int_list(value) and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx")) \
                 and len(value) < layer[1] and (mapped := _map_layer_indices(value, layer[1], n_layers or SMALL_DEFAULTS["layers"])):
@@ -664,8 +678,7 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
             new = max(min(8, value), int(round(value * head_ratio)))  # rotary parts need a few pairs
             return new + (new % 2)
     if low.endswith("heads") and _int_list(value):
-        base = min(value)
-        return type(value)(_pow2_at_most(max(1, x // base), 8) for x in value)
+        return _heads_list(value)
     # widths: scaled by the config's ratio, or following the width they equal elsewhere in the tree
     if any(w in low for w in _NOT_SIZE) or low == "num_channels":
         return _SAME
