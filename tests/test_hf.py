@@ -216,6 +216,34 @@ def test_a_stack_counted_in_stages_keeps_its_stage_lists_together() -> None:
 
 
 @needs_hf
+def test_a_group_count_the_model_fixes_scales_every_width_alike() -> None:
+    """Emu3's VQ-VAE builds its group norms with 32 groups whatever the config says: the shrunk
+    16 base channels failed every small plan ("num_channels (16) must be divisible by num_groups
+    (32)") and the build kept 270M parameters, over the oracle's memory. Every width doubles,
+    so the attention's hidden_size stays base_channels x the last multiplier."""
+    from unitcheck import hf
+
+    info: list[hf.Built] = []
+    model, _ = hf.build("emu3_vqgan", device="meta", info=info)
+    cfg = model.config
+    assert info[0].plan.startswith("small") and "base_channels x2" in info[0].plan
+    assert cfg.base_channels % 32 == 0 and cfg.hidden_size == cfg.base_channels * cfg.channel_multiplier[-1]
+    assert sum(p.numel() for p in model.parameters()) < 20_000_000
+
+
+@needs_hf
+def test_perceivers_latent_width_and_self_attention_stack_are_shrunk() -> None:
+    """Perceiver's latents are ``d_latents`` wide (1280) through ``num_self_attends_per_block``
+    (26) layers: neither was read as a width or a layer count, so the small build kept 260M
+    parameters and the oracle refused it (12.0 GiB over its 11.8 GiB budget)."""
+    from unitcheck.hf import SMALL_DEFAULTS, make_config
+
+    cfg = make_config("perceiver")
+    assert cfg.d_latents < 1280 and cfg.d_latents % cfg.num_self_attention_heads == 0
+    assert cfg.num_self_attends_per_block <= SMALL_DEFAULTS["layers"]
+
+
+@needs_hf
 def test_list_valued_fields_and_per_layer_kinds() -> None:
     from unitcheck.hf import make_config
 

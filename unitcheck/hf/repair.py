@@ -171,6 +171,7 @@ def _repair(cfg: Any, why: str, inputs: Mapping[str, Any] | None = None) -> tupl
 
 
 _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_GROUPS = re.compile(r"num_channels \((\d+)\) must be divisible by num_groups \((\d+)\)")
 
 
 _CONFIG_LIST = re.compile(r"config\.(\w+)\s*\[")
@@ -231,6 +232,16 @@ def _repair_build(cfg: Any, err: BaseException) -> tuple[Fix, ...]:
       standard ``full_attention`` or the kind the failing line compares against;
     - a tuple default the model code concatenates to a list: that field as a list."""
     text = f"{type(err).__name__}: {err}"
+    groups = _GROUPS.search(text)
+    if isinstance(err, ValueError) and groups:
+        # a group norm whose group count the model code fixes (Emu3's VQ-VAE: 32) over channels
+        # the shrink made fewer: every width scaled alike until those channels hold the groups,
+        # so widths the model ties (its attention's hidden_size, base_channels x the last
+        # multiplier) stay tied; entries under 16 are not widths, as in the shrink
+        have, want = (int(x) for x in groups.groups())
+        factor = want // math.gcd(have, want)
+        return tuple((path, k, v * factor, f"{k} x{factor} ({want} groups)") for path, c in _paths(cfg)
+                     for k, v in vars(c).items() if _is_int(v) and v >= 16 and _width_like(k.lower()))
     m = _NO_ATTRIBUTE.search(text)
     if isinstance(err, AttributeError) and m:
         cls_name, name = m.groups()

@@ -33,7 +33,7 @@ _WIDTH_SUFFIX = (
     "intermediate_size", "ffn_dim", "d_ff", "n_inner", "mlp_dim", "bottleneck_size", "lora_rank", "proj_dim",
     "projection_dim", "d_inner", "inner_dim", "conv_dim", "hidden_sizes", "embed_dims", "out_channels",
     "hidden_channels", "stage_out_channels", "filter_size", "fpn_dim", "expert_dim", "inner_size", "intermediate_dim",
-    "_dim",
+    "_dim", "d_latents",
 )
 
 
@@ -50,7 +50,8 @@ _NOT_SIZE = ("vocab", "position", "max_", "patch", "image", "kernel", "window", 
 
 _LAYER_EXACT = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                 "num_encoder_layers", "num_decoder_layers", "depth", "layers", "decoder_num_layers", "encoder_num_layers",
-                "num_blocks", "text_layers", "vision_layers", "num_text_layers", "num_vision_layers"}
+                "num_blocks", "text_layers", "vision_layers", "num_text_layers", "num_vision_layers",
+                "num_self_attends_per_block"}
 
 
 _LAYER_LISTS = ("depths", "blocks_per_stage", "num_layers_per_stage", "layers_per_stage")
