@@ -4,9 +4,12 @@
    ``NVFP4Tensor.to_nvfp4`` + ``dequantize``, and ``x.clone()`` as the memory-bound floor;
 2. the training-step time in emulated nvfp4 relative to fp32, per model and recipe: gpt with
    ``te`` and ``ngpt``, ngpt and gct (as the experiments train it) with ``matched``; every
-   configuration interleaved in rounds, the output head in high precision as training runs it.
+   configuration interleaved in rounds, the output head in high precision as training runs it;
+3. with ``--kernels``, each compiled kernel of the quantiser on one (4096, 512) activation, with
+   its operand in cache (warm) and after 64 MB were written (cold, as in a training step).
 
     python bench/bench_nvfp4.py [--repeat 5] [--skip-train] [--threads 2] [--rounds 3] [--steps 10]
+                                [--kernels]
 """
 
 from __future__ import annotations
@@ -58,11 +61,47 @@ def quantiser(repeat: int) -> None:
         print(f"  compiled vs torchao: {speedup:.1f}x faster ({'meets' if speedup >= 10 else 'misses'} the 10x goal)")
 
 
+def kernels(repeat: int) -> None:
+    """The quantiser's compiled kernels one by one, warm and cold, beside a clone of the operand
+    (the memory floor): in a training step an operand is rarely still in cache."""
+    from unitcheck.compiled import call_compiled
+    from unitcheck.quant import nvfp4 as q
+
+    flush = torch.empty(64 << 20, dtype=torch.uint8)
+    x = torch.randn(4096, 512, generator=torch.Generator().manual_seed(0))
+    rows, cols = x.reshape(4096, 32, 16), x.reshape(256, 16, 512)
+    bound, seed = q._bound(1.0, x.device), torch.tensor(7, dtype=torch.int32)
+    enc_r, dec_r = call_compiled(q._scales_rows, rows, True, bound)
+    turned = call_compiled(q._rht_cols, cols)
+    enc_c, dec_c = call_compiled(q._scales_cols, turned, True, bound)
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("block scales, 1x16 rows", lambda: call_compiled(q._scales_rows, rows, True, bound)),
+        ("block scales, 16x1 columns", lambda: call_compiled(q._scales_cols, turned, True, bound)),
+        ("Hadamard transform, columns", lambda: call_compiled(q._rht_cols, cols)),
+        ("rounding, nearest", lambda: call_compiled(q._apply, rows, enc_r, dec_r, None)),
+        ("rounding, stochastic", lambda: call_compiled(q._apply, turned, enc_c, dec_c, seed)),
+        ("x.clone()", lambda: x.clone()),
+    ]
+
+    def cold(fn: Callable[[], object]) -> float:
+        flush.add_(1)  # 64 MB written: the operand is out of every cache
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    print(f"quantiser kernels on a (4096, 512) float32 operand, {torch.get_num_threads()} thread(s), median of {repeat}")
+    for name, fn in cases:
+        warm = timeit(fn, repeat)
+        flushed = statistics.median(cold(fn) for _ in range(repeat))
+        print(f"  {name:<30} warm {1e3 * warm:6.3f} ms   cold {1e3 * flushed:6.3f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-quantiser", action="store_true")
+    ap.add_argument("--kernels", action="store_true", help="time the quantiser's kernels one by one, warm and cold")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: process CPU time (see bench_train.py)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -75,6 +114,8 @@ def main() -> None:
 
     if not args.skip_quantiser:
         quantiser(args.repeat)
+    if args.kernels:
+        kernels(max(args.repeat, 20))
     if not args.skip_train:
         from bench_train import step_times  # type: ignore[import-not-found]
 
