@@ -577,7 +577,7 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
                 w in low for w in ("feat", "conv", "extract", "nextn", "mtp", "dense", "adapter", "pos", "upsampl", "resid")))
         ):
             return SMALL_DEFAULTS["layers"]
-        cut = keep is not None and layer is not None and len(value) == layer[1] >= 5 if isinstance(value, (list, tuple, str)) else False
+        cut = isinstance(value, (list, tuple, str)) and layer is not None and len(value) == layer[1] >= 5
         # a stack counted in stages (Swin2SR's six residual groups: ``num_layers`` is ``len(depths)``):
         # every per-stage list keeps the same stages, its depths included, and its heads shrink as
         # a heads list does (cut alone, the six depths beside two head counts failed every build)

@@ -44,8 +44,8 @@ E4M3_MAX = 448.0
 BLOCK = 16
 FP32_MAX = torch.finfo(torch.float32).max
 E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-# Transformer Engine's fixed sign vector for the wgrad random Hadamard transform
 _SIGN_BIT = -(1 << 31)  # float32's sign bit, as an int32
+# Transformer Engine's fixed sign vector for the wgrad random Hadamard transform
 _RHT_SIGNS = (1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1)
 
 
@@ -229,9 +229,10 @@ def _scales_tiles(x4: torch.Tensor, per_tensor: bool, fixed: torch.Tensor) -> tu
 
 def _apply(x: torch.Tensor, enc: torch.Tensor, dec: torch.Tensor, seed: torch.Tensor | None) -> torch.Tensor:
     """Scale, round onto E2M1 and decode, the block factors broadcast over ``x``. The sign is
-    carried without ``copysign`` (a Sleef call per vector, 30% of the deterministic kernel):
-    round-half-even is symmetric, so rounding the signed quotient keeps it, a zero's sign
-    included; a stochastic magnitude takes ``v``'s sign bit by integer OR."""
+    carried without ``copysign``, a Sleef call per vector (0.48-0.65 against 0.40-0.43 ms for the
+    deterministic kernel at (4096, 512)): round-half-even is symmetric, so rounding the signed
+    quotient keeps it, a zero's sign included; a stochastic magnitude takes ``v``'s sign bit by
+    integer OR."""
     v = torch.clamp(x * enc, -FP4_MAX, FP4_MAX)
     a = v.abs()
     step = torch.where(a < 2, 0.5, torch.where(a < 4, 1.0, 2.0))
