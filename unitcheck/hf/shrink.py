@@ -577,17 +577,19 @@ def _shrink_field(key: str, low: str, value: Any, values: Mapping[str, Any], shr
                 w in low for w in ("feat", "conv", "extract", "nextn", "mtp", "dense", "adapter", "pos", "upsampl", "resid")))
         ):
             return SMALL_DEFAULTS["layers"]
+        # one entry per layer: cut to the layers kept
         cut = isinstance(value, (list, tuple, str)) and layer is not None and len(value) == layer[1] >= 5
-        # a stack counted in stages (Swin2SR's six residual groups: ``num_layers`` is ``len(depths)``):
-        # every per-stage list keeps the same stages, its depths included, and its heads shrink as
-        # a heads list does (cut alone, the six depths beside two head counts failed every build)
-        staged = layer is not None and any(_int_list(v := values.get(k)) and len(v) == layer[1] for k in _LAYER_LISTS)
         if low in _LAYER_LISTS and _int_list(value):
-            kept = [value[i] for i in keep] if cut and staged and keep is not None else list(value)
+            # a stack counted in stages (Swin2SR's six residual groups: ``num_layers`` is
+            # ``len(depths)``) keeps in its depths the stages every per-stage list keeps
+            kept = [value[i] for i in keep] if cut and keep is not None else value
             return type(value)(min(x, SMALL_DEFAULTS["layers"]) for x in kept)
         if cut and keep is not None and (isinstance(value, (list, tuple)) or _layer_pattern(value)):
             picked = [value[i] for i in keep]
+            staged = any(_int_list(v := values.get(k)) and len(v) == len(value) for k in _LAYER_LISTS)
             if staged and plan.widths and low.endswith("heads") and _int_list(picked):
+                # per-stage heads shrink as a heads list does (cut alone, Swin2SR's two head counts
+                # of 6 beside a 64-wide stage failed every build)
                 return _heads_list(type(value)(picked))
             return "".join(picked) if isinstance(value, str) else type(value)(picked)
         if keep is not None and layer and _int_list(value) and low.endswith(("indexes", "indices", "layer_ids", "_layers", "layer_idx")) \
